@@ -1,0 +1,153 @@
+// Package kerr holds every error kprod returns: the client-side sentinels
+// (closed producer, request timeout, lost connection, full buffer, ...) and
+// the Kafka broker error codes as one type, *BrokerError, that says whether
+// the error is retriable.
+//
+// All errors are meant to be tested with errors.Is and errors.As:
+//
+//	if errors.Is(err, kerr.ErrRecordTooLarge) { ... }
+//	var be *kerr.BrokerError
+//	if errors.As(err, &be) && be.Code == kerr.NotLeaderOrFollower.Code { ... }
+//
+// The root package kprod re-exports the sentinels users need most.
+package kerr
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Client-side sentinels. Errors kprod returns wrap one of these (or a
+// *BrokerError) and add what happened and what to do in their message.
+var (
+	// ErrClosed: the producer (or connection) was closed; nothing more
+	// can be sent through it.
+	ErrClosed = errors.New("kprod: producer is closed")
+
+	// ErrInvalidConfig: a configuration value is out of range, has the
+	// wrong form or conflicts with another. The wrapping error names the
+	// property (by its Java name) and what is allowed.
+	ErrInvalidConfig = errors.New("kprod: invalid configuration")
+
+	// ErrRequestTimeout: a request got no response within
+	// request.timeout.ms. The connection it was sent on is closed, as the
+	// Java client does. Retriable.
+	ErrRequestTimeout = errors.New("kprod: request timed out (request.timeout.ms)")
+
+	// ErrConnectionLost: the connection to a broker broke while requests
+	// were in flight on it. Retriable.
+	ErrConnectionLost = errors.New("kprod: connection to broker lost")
+
+	// ErrDial: a connection to a broker could not be set up (refused,
+	// unreachable, or the setup took longer than
+	// socket.connection.setup.timeout.ms). Retriable.
+	ErrDial = errors.New("kprod: cannot connect to broker")
+
+	// ErrUnsupportedVersion: the broker supports no version of a request
+	// that kprod implements.
+	ErrUnsupportedVersion = errors.New("kprod: broker does not support a request version kprod implements")
+
+	// ErrTooManyInFlight: the connection already has
+	// max.in.flight.requests.per.connection requests outstanding.
+	ErrTooManyInFlight = errors.New("kprod: too many requests in flight on the connection")
+
+	// ErrUnknownTopic: the topic did not appear in the cluster metadata
+	// within max.block.ms.
+	ErrUnknownTopic = errors.New("kprod: unknown topic")
+
+	// ErrUnknownPartition: the record names a partition the topic does not
+	// have.
+	ErrUnknownPartition = errors.New("kprod: unknown partition")
+
+	// ErrMetadataTimeout: metadata could not be fetched within max.block.ms.
+	ErrMetadataTimeout = errors.New("kprod: metadata not available in time (max.block.ms)")
+
+	// ErrRecordTooLarge: the record's encoded size exceeds
+	// max.request.size or buffer.memory. Only that record fails.
+	ErrRecordTooLarge = errors.New("kprod: record too large")
+
+	// ErrBufferFull: no room in buffer.memory within max.block.ms.
+	ErrBufferFull = errors.New("kprod: buffer full (buffer.memory) for longer than max.block.ms")
+
+	// ErrDeliveryTimeout: the record was not acknowledged within
+	// delivery.timeout.ms after it was sent.
+	ErrDeliveryTimeout = errors.New("kprod: record not delivered within delivery.timeout.ms")
+
+	// ErrInvalidRecord: the record itself is not acceptable (empty topic
+	// name, negative partition, ...).
+	ErrInvalidRecord = errors.New("kprod: invalid record")
+
+	// ErrAborted: the record was still buffered when the producer was
+	// closed and the close context ended (or it was dropped by an abort).
+	ErrAborted = errors.New("kprod: record aborted before it was delivered")
+)
+
+// retriableSentinels are client-side errors after which the same request
+// may be sent again.
+var retriableSentinels = []error{ErrRequestTimeout, ErrConnectionLost, ErrDial, ErrTooManyInFlight, ErrMetadataTimeout}
+
+// IsRetriable reports whether err is a retriable broker error or a
+// retriable client-side error (lost connection, request timeout, ...).
+func IsRetriable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var be *BrokerError
+	if errors.As(err, &be) {
+		return be.Retriable
+	}
+	for _, s := range retriableSentinels {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// BrokerError is a Kafka error code, as brokers return it in responses.
+// Every known code is a package variable (NotLeaderOrFollower, ...);
+// compare with errors.Is, which matches on the code.
+type BrokerError struct {
+	Code        int16
+	Name        string // Kafka's name, e.g. NOT_LEADER_OR_FOLLOWER
+	Description string // what it means, and what to do where that is known
+	Retriable   bool
+}
+
+func (e *BrokerError) Error() string {
+	return fmt.Sprintf("kafka error %s (%d): %s", e.Name, e.Code, e.Description)
+}
+
+// Is matches any *BrokerError with the same code, so that an error built
+// by ForCode for a code kprod did not know still compares equal.
+func (e *BrokerError) Is(target error) bool {
+	t, ok := target.(*BrokerError)
+	return ok && t.Code == e.Code
+}
+
+// ResponseError is a broker error code returned for one request or
+// partition, with the broker's own message when it sent one.
+type ResponseError struct {
+	Err       *BrokerError
+	Message   string // the broker's error message, may be empty
+	Broker    int32  // node id, -1 if unknown
+	Topic     string // empty when not partition-scoped
+	Partition int32
+}
+
+func (e *ResponseError) Error() string {
+	where := ""
+	if e.Topic != "" {
+		where = fmt.Sprintf(" for %s[%d]", e.Topic, e.Partition)
+	}
+	if e.Broker >= 0 {
+		where += fmt.Sprintf(" from broker %d", e.Broker)
+	}
+	msg := e.Err.Error()
+	if e.Message != "" {
+		msg += " (broker says: " + e.Message + ")"
+	}
+	return msg + where
+}
+
+func (e *ResponseError) Unwrap() error { return e.Err }
