@@ -1,7 +1,9 @@
 package kprod
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"slices"
@@ -262,6 +264,15 @@ type Config struct {
 	// ConfigFromProperties), so that a Java producer.properties loads
 	// unchanged and you can see what had no effect.
 	IgnoredProperties []string
+
+	// Logger receives the producer's log records (connection, metadata
+	// and retry events at debug level, with broker, topic and partition
+	// attributes). nil discards them. No Java property.
+	Logger *slog.Logger
+
+	// Dial opens connections to brokers; nil uses a net.Dialer. For
+	// tests, proxies and custom transports. No Java property.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// setByName records the properties given through Set whose mere
 	// presence changes what Java derives (see Validate).

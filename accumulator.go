@@ -1,0 +1,236 @@
+package kprod
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kprod/kprod/internal/cluster"
+	"github.com/kprod/kprod/internal/recbatch"
+)
+
+// accumulator is the seeds' RecordAccumulator: per partition, a deque of
+// batches. Send appends to the last batch of its partition under that
+// partition's lock only; the sender takes batches from the front.
+//
+// Lock order: partq.mu may be held while taking bufferPool.mu (release on
+// a failed append) but never the other way round; accumulator.mu (the
+// registries) is never held while taking a partq.mu.
+type accumulator struct {
+	pool      *bufferPool
+	batchSize int
+	lingerNs  int64
+	codecOpts recbatch.SealOptions // compression for sealing; sequence fields unused
+
+	mu     sync.Mutex                             // serializes registry updates
+	topics atomic.Pointer[map[string]*topicState] // copy on write
+	parts  atomic.Pointer[[]*partq]               // every queue, for the sender; copy on write
+
+	// incomplete is every batch created and not yet completed, for
+	// Flush and Close (the Java client's IncompleteBatches).
+	incMu      sync.Mutex
+	incomplete map[*batch]struct{}
+
+	flushes atomic.Int32 // flushes in progress: linger is skipped while > 0
+	wake    func()       // wakes the sender; must not block
+}
+
+// topicState is what Send needs per topic, found with one map load.
+type topicState struct {
+	name  string
+	use   atomic.Pointer[cluster.Use] // keeps the topic in metadata requests
+	parts atomic.Pointer[[]*partq]    // by partition id; grows with the topic
+
+	stickyMu    sync.Mutex
+	stickyPart  int32 // -1: pick one
+	stickyBytes int   // bytes sent to stickyPart since it was picked
+}
+
+// partq is one partition's deque of batches.
+type partq struct {
+	topic     *topicState
+	partition int32
+
+	mu      sync.Mutex
+	batches []*batch // front is [0]; guarded by mu
+	nextID  uint64   // creation order of batches; guarded by mu
+
+	// Owned by the sender goroutine.
+	inflight int // batches of this partition in flight
+}
+
+// batch is the seeds' ProducerBatch: a pooled buffer being filled in
+// record-batch v2 format, the records' callbacks, and delivery state.
+type batch struct {
+	q       *partq
+	id      uint64
+	bld     recbatch.Builder
+	memSize int // bytes charged to the pool
+	recs    []pending
+	created time.Time
+	// full: no more appends; set under q.mu by the appender that
+	// started the next batch, or by the sender when it drains it.
+	full bool
+
+	// Sender-owned state below.
+	wire      []byte // the sealed batch; nil until drained the first time
+	attempts  int
+	lastErr   error // of the last failed attempt
+	retryAt   time.Time
+	inFlight  bool          // in a request not yet answered
+	completed bool          // callbacks have run
+	done      chan struct{} // closed when every callback has run
+}
+
+type pending struct {
+	rec *Record
+	cb  func(*Record, error)
+}
+
+func newAccumulator(pool *bufferPool, batchSize int, linger time.Duration, seal recbatch.SealOptions, wake func()) *accumulator {
+	a := &accumulator{pool: pool, batchSize: batchSize, lingerNs: int64(linger), codecOpts: seal, wake: wake,
+		incomplete: map[*batch]struct{}{}}
+	a.topics.Store(&map[string]*topicState{})
+	a.parts.Store(&[]*partq{})
+	return a
+}
+
+// topic returns the state of a topic, creating it on first use.
+func (a *accumulator) topic(name string) *topicState {
+	if t := (*a.topics.Load())[name]; t != nil {
+		return t
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := *a.topics.Load()
+	if t := old[name]; t != nil {
+		return t
+	}
+	t := &topicState{name: name, stickyPart: -1}
+	t.parts.Store(&[]*partq{})
+	m := make(map[string]*topicState, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[name] = t
+	a.topics.Store(&m)
+	return t
+}
+
+// queue returns the deque of a partition, creating it on first use.
+func (a *accumulator) queue(t *topicState, partition int32) *partq {
+	if ps := *t.parts.Load(); int(partition) < len(ps) && ps[partition] != nil {
+		return ps[partition]
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := *t.parts.Load()
+	if int(partition) < len(old) && old[partition] != nil {
+		return old[partition]
+	}
+	ps := make([]*partq, max(len(old), int(partition)+1))
+	copy(ps, old)
+	q := &partq{topic: t, partition: partition}
+	ps[partition] = q
+	t.parts.Store(&ps)
+	all := append(append([]*partq{}, *a.parts.Load()...), q)
+	a.parts.Store(&all)
+	return q
+}
+
+// append adds one record to its partition's last batch, or to a new one
+// when it does not fit; a new batch may wait for memory (up to maxBlock).
+// The record is encoded into the batch buffer here, on the caller's
+// goroutine, so the sender only has to seal.
+func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration) error {
+	if a.tryAppend(q, r, ts, cb) {
+		return nil
+	}
+	size := max(a.batchSize, recSize+recbatch.HeaderSize)
+	buf, err := a.pool.allocate(ctx, size, maxBlock)
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	if a.tryAppendLocked(q, r, ts, cb) {
+		// Another sender made room meanwhile.
+		q.mu.Unlock()
+		a.pool.release(buf, size)
+		return nil
+	}
+	first := len(q.batches) == 0
+	if !first {
+		q.batches[len(q.batches)-1].full = true
+	}
+	b := &batch{q: q, id: q.nextID, memSize: size, created: time.Now(), done: make(chan struct{})}
+	q.nextID++
+	b.bld.Reset(buf, ts)
+	b.bld.Append(ts, r.Key, r.Value, r.Headers)
+	b.recs = append(b.recs, pending{rec: r, cb: cb})
+	q.batches = append(q.batches, b)
+	q.mu.Unlock()
+
+	a.incMu.Lock()
+	a.incomplete[b] = struct{}{}
+	a.incMu.Unlock()
+	// A new first batch starts a linger timer; a new second batch means
+	// the one before is full and ready now. Either way the sender must
+	// look again; appends into an existing batch need no wake-up.
+	a.wake()
+	return nil
+}
+
+func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error)) bool {
+	q.mu.Lock()
+	ok := a.tryAppendLocked(q, r, ts, cb)
+	q.mu.Unlock()
+	return ok
+}
+
+func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Record, error)) bool {
+	n := len(q.batches)
+	if n == 0 {
+		return false
+	}
+	b := q.batches[n-1]
+	if b.full || !b.bld.HasRoomFor(ts, r.Key, r.Value, r.Headers, b.memSize) {
+		return false
+	}
+	b.bld.Append(ts, r.Key, r.Value, r.Headers)
+	b.recs = append(b.recs, pending{rec: r, cb: cb})
+	return true
+}
+
+// snapshotIncomplete returns the done channels of every batch not yet
+// completed, for Flush.
+func (a *accumulator) snapshotIncomplete() []chan struct{} {
+	a.incMu.Lock()
+	defer a.incMu.Unlock()
+	out := make([]chan struct{}, 0, len(a.incomplete))
+	for b := range a.incomplete {
+		out = append(out, b.done)
+	}
+	return out
+}
+
+func (a *accumulator) hasIncomplete() bool {
+	a.incMu.Lock()
+	defer a.incMu.Unlock()
+	return len(a.incomplete) > 0
+}
+
+// finish marks a batch complete (its callbacks have run) for Flush.
+func (a *accumulator) finish(b *batch) {
+	a.incMu.Lock()
+	delete(a.incomplete, b)
+	a.incMu.Unlock()
+	close(b.done)
+}
+
+// release returns a completed batch's buffer to the pool; the batch must
+// not be in flight any more.
+func (a *accumulator) release(b *batch) {
+	a.pool.release(b.bld.Release(), b.memSize)
+	b.wire = nil
+}

@@ -1,0 +1,38 @@
+package kprod
+
+import "github.com/kprod/kprod/kerr"
+
+// The errors a producer returns or passes to callbacks wrap one of these
+// sentinels (or a *kerr.BrokerError); test with errors.Is. Package kerr
+// has the complete set and the broker error codes.
+var (
+	// ErrClosed: Send after Close, or a record failed because the producer
+	// closed while it waited for memory or metadata.
+	ErrClosed = kerr.ErrClosed
+	// ErrInvalidConfig: a bad configuration value; the message names the
+	// Java property and what is allowed. errors.As gives a *ConfigError.
+	ErrInvalidConfig = kerr.ErrInvalidConfig
+	// ErrRecordTooLarge: the record is larger than max.request.size or
+	// buffer.memory; only that record fails.
+	ErrRecordTooLarge = kerr.ErrRecordTooLarge
+	// ErrBufferFull: buffer.memory stayed full for max.block.ms.
+	ErrBufferFull = kerr.ErrBufferFull
+	// ErrDeliveryTimeout: not acknowledged within delivery.timeout.ms.
+	ErrDeliveryTimeout = kerr.ErrDeliveryTimeout
+	// ErrUnknownTopic: the topic did not appear within max.block.ms.
+	ErrUnknownTopic = kerr.ErrUnknownTopic
+	// ErrUnknownPartition: the record names a partition that does not
+	// exist (within max.block.ms).
+	ErrUnknownPartition = kerr.ErrUnknownPartition
+	// ErrInvalidRecord: the record is malformed (e.g. empty topic).
+	ErrInvalidRecord = kerr.ErrInvalidRecord
+	// ErrAborted: the record was still buffered or in flight when Close's
+	// context ended; it may or may not have been written.
+	ErrAborted = kerr.ErrAborted
+	// ErrRequestTimeout: a request got no response within
+	// request.timeout.ms (retried while delivery.timeout.ms allows).
+	ErrRequestTimeout = kerr.ErrRequestTimeout
+	// ErrConnectionLost: a connection broke with requests in flight
+	// (retried while delivery.timeout.ms allows).
+	ErrConnectionLost = kerr.ErrConnectionLost
+)

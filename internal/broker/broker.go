@@ -1,0 +1,318 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/kprod/kprod/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Broker is one node of the cluster as the client sees it: an address and
+// at most one live connection, (re)dialed on demand. After a failed dial
+// the node is not dialed again before reconnect.backoff.ms, growing
+// exponentially to reconnect.backoff.max.ms with ±20% jitter; the setup
+// timeout grows the same way from socket.connection.setup.timeout.ms to
+// its max (KIP-601). A dial runs in a goroutine the Broker owns, so that
+// the caller that asked for it (the sender) never blocks on the network.
+type Broker struct {
+	id   int32
+	addr string
+	cfg  *Config
+
+	ctx    context.Context // ends dials when the Broker is closed
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	conn      *Conn         // the live connection, or nil; guarded by mu
+	prev      *Conn         // a dead connection not yet waited for, or nil; guarded by mu
+	dialing   chan struct{} // closed when the dial under way ends; guarded by mu
+	failures  int           // consecutive dial failures; guarded by mu
+	nextDial  time.Time     // no dial before this; guarded by mu
+	lastErr   error         // the last dial error; guarded by mu
+	closed    bool          // guarded by mu
+	connected int           // connections made so far, for tests; guarded by mu
+}
+
+// NewBroker returns a Broker for node id at addr. Nothing is dialed yet.
+func NewBroker(id int32, addr string, cfg *Config) *Broker {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Broker{id: id, addr: addr, cfg: cfg, ctx: ctx, cancel: cancel}
+}
+
+// ID is the node id (negative for a bootstrap address).
+func (b *Broker) ID() int32 { return b.id }
+
+// Addr is the broker's host:port.
+func (b *Broker) Addr() string { return b.addr }
+
+// liveLocked returns the live connection, forgetting a dead one. After a
+// connection dies, for whatever reason (error, request timeout, idle
+// close), the node is not dialed again before reconnect.backoff.ms (with
+// jitter), as the Java client's ClusterConnectionStates.disconnected does.
+//
+// The dead connection's goroutines are ending on their own; it is kept in
+// prev so that the next dial, or Close, waits for them: every goroutine
+// the Broker started ends before Close returns.
+func (b *Broker) liveLocked() *Conn {
+	if b.conn != nil && b.conn.Dead() {
+		b.prev = b.conn
+		b.conn = nil
+		b.nextDial = time.Now().Add(b.backoffLocked(0))
+	}
+	return b.conn
+}
+
+// Conn returns the live connection or nil.
+func (b *Broker) Conn() *Conn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.liveLocked()
+}
+
+// InFlight is the number of requests in flight on the live connection.
+func (b *Broker) InFlight() int {
+	if c := b.Conn(); c != nil {
+		return c.InFlight()
+	}
+	return 0
+}
+
+// Connected reports whether there is a live connection.
+func (b *Broker) Connected() bool { return b.Conn() != nil }
+
+// Connections is how many connections this Broker has opened so far.
+func (b *Broker) Connections() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.connected
+}
+
+// Ready reports whether a request could be sent right now: connected
+// with a free in-flight slot. If not connected, it starts a dial unless
+// one is under way or the node is backing off.
+func (b *Broker) Ready() bool {
+	b.mu.Lock()
+	c := b.liveLocked()
+	if c == nil {
+		b.startDialLocked()
+		b.mu.Unlock()
+		return false
+	}
+	b.mu.Unlock()
+	return c.InFlight() < cap(c.slots)
+}
+
+// BackoffUntil returns when the node may be dialed again (zero if now).
+func (b *Broker) BackoffUntil() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.nextDial
+}
+
+// LastError is the error of the last failed dial, if the node is backing
+// off; nil otherwise.
+func (b *Broker) LastError() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failures == 0 {
+		return nil
+	}
+	return b.lastErr
+}
+
+// TrySend sends req on the live connection without blocking; see
+// Conn.TrySend. It returns false when not connected (starting a dial) or
+// when the in-flight cap is reached.
+func (b *Broker) TrySend(req kmsg.Request, noResponse bool, done func(kmsg.Response, error)) bool {
+	b.mu.Lock()
+	c := b.liveLocked()
+	if c == nil {
+		b.startDialLocked()
+		b.mu.Unlock()
+		return false
+	}
+	b.mu.Unlock()
+	return c.TrySend(req, noResponse, done)
+}
+
+// Version is the negotiated version of key on the live connection.
+func (b *Broker) Version(key int16) (int16, bool) {
+	if c := b.Conn(); c != nil {
+		return c.Version(key)
+	}
+	return 0, false
+}
+
+// Do sends req and waits for the response, connecting first if needed.
+// A node that is backing off after failed dials fails at once with the
+// last dial error, so that callers (metadata) move on to another broker.
+func (b *Broker) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	c, err := b.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Do(ctx, req)
+}
+
+// Connect returns the live connection, dialing (or waiting for the dial
+// under way) if there is none.
+func (b *Broker) Connect(ctx context.Context) (*Conn, error) {
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return nil, fmt.Errorf("broker %d (%s): %w", b.id, b.addr, kerr.ErrClosed)
+		}
+		if c := b.liveLocked(); c != nil {
+			b.mu.Unlock()
+			return c, nil
+		}
+		if b.dialing == nil && time.Now().Before(b.nextDial) && b.lastErr != nil {
+			err := fmt.Errorf("%w (backing off until %s)", b.lastErr, b.nextDial.Format(time.StampMilli))
+			b.mu.Unlock()
+			return nil, err
+		}
+		b.startDialLocked()
+		wait := b.dialing
+		b.mu.Unlock()
+		if wait == nil {
+			// Backing off after a lost connection: wait it out.
+			t := time.NewTimer(time.Until(b.BackoffUntil()))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		b.mu.Lock()
+		c, err := b.liveLocked(), b.lastErr
+		b.mu.Unlock()
+		if c != nil {
+			return c, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// startDialLocked starts a dial in the background unless one is under
+// way, the node is backing off, or the Broker is closed.
+func (b *Broker) startDialLocked() {
+	if b.dialing != nil || b.closed || time.Now().Before(b.nextDial) {
+		return
+	}
+	done := make(chan struct{})
+	b.dialing = done
+	timeout := b.setupTimeoutLocked()
+	prev := b.prev
+	b.prev = nil
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		if prev != nil {
+			prev.Close() // dead already: only waits for its goroutines
+		}
+		c, err := dialConn(b.ctx, b.id, b.addr, b.cfg, timeout)
+		b.mu.Lock()
+		b.dialing = nil
+		if err == nil && b.closed {
+			c.Close()
+			c, err = nil, fmt.Errorf("broker %d (%s): %w", b.id, b.addr, kerr.ErrClosed)
+		}
+		if err != nil {
+			b.failures++
+			b.lastErr = err
+			b.nextDial = time.Now().Add(b.backoffLocked(b.failures - 1))
+		} else {
+			b.conn = c
+			b.failures = 0
+			b.lastErr = nil
+			b.nextDial = time.Time{}
+			b.connected++
+		}
+		close(done)
+		b.mu.Unlock()
+		if err != nil {
+			b.cfg.Logger.Debug("dial failed", "broker", b.id, "addr", b.addr, "err", err)
+		} else {
+			b.cfg.Logger.Debug("connected", "broker", b.id, "addr", b.addr)
+		}
+		if b.cfg.OnStateChange != nil {
+			b.cfg.OnStateChange(b.id)
+		}
+	}()
+}
+
+// backoffLocked is reconnect.backoff.ms × 2^n, ±20%, at most the max.
+func (b *Broker) backoffLocked(n int) time.Duration {
+	return Backoff(b.cfg.ReconnectBackoff, b.cfg.ReconnectBackoffMax, n)
+}
+
+func (b *Broker) setupTimeoutLocked() time.Duration {
+	return Backoff(b.cfg.SetupTimeout, b.cfg.SetupTimeoutMax, b.failures)
+}
+
+// Close closes the connection (failing what is in flight on it), stops a
+// dial under way, and waits for every goroutine the Broker started.
+func (b *Broker) Close() {
+	b.mu.Lock()
+	b.closed = true
+	c, prev := b.conn, b.prev
+	b.conn, b.prev = nil, nil
+	b.mu.Unlock()
+	b.cancel()
+	if c != nil {
+		c.Close()
+	}
+	if prev != nil {
+		prev.Close()
+	}
+	b.wg.Wait()
+}
+
+// Exponential returns base × 2^n, capped at maxD.
+func Exponential(base, maxD time.Duration, n int) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	d := base
+	for i := 0; i < n && d < maxD; i++ {
+		d *= 2
+	}
+	return min(d, max(maxD, base))
+}
+
+// Backoff is the Java client's ExponentialBackoff with multiplier 2 and
+// jitter 0.2 (reconnect.backoff, retry.backoff, connection setup timeout):
+// base × 2^n, spread by ±20%, and never above maxD, which is a hard limit
+// as the property names promise (the jitter applies below it). A maxD
+// not above base disables growth and jitter, as in Java.
+func Backoff(base, maxD time.Duration, n int) time.Duration {
+	if maxD <= base {
+		return base
+	}
+	return min(Jitter(Exponential(base, maxD, n)), maxD)
+}
+
+// Jitter spreads d by ±20%, as the Java client's ExponentialBackoff does,
+// so that many clients do not retry in lockstep.
+func Jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	f := 0.8 + 0.4*rand.Float64()
+	return time.Duration(float64(d) * f)
+}

@@ -1,0 +1,524 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kprod/kprod/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// maxResponseSize bounds what a broker may announce as a response size, so
+// a garbage length (for example a TLS alert read as plaintext) fails the
+// connection instead of allocating gigabytes.
+const maxResponseSize = 256 << 20
+
+// Conn is one TCP connection to one broker, after the ApiVersions
+// handshake. Requests are written by a writer goroutine and responses read
+// by a reader goroutine, so that writes and reads proceed at the same time
+// and no lock is held across I/O. Both goroutines end when the connection
+// dies (error, request timeout, idle close or Close).
+type Conn struct {
+	cfg    *Config
+	nodeID int32
+	addr   string
+	nc     net.Conn
+	vers   versions
+	format *kmsg.RequestFormatter
+
+	// slots is the in-flight semaphore: a request holds a slot from the
+	// moment it is accepted until its done callback runs, so at most
+	// MaxInFlight requests are queued or outstanding.
+	slots   chan struct{}
+	writeCh chan *pending
+
+	mu       sync.Mutex
+	inflight map[int32]*pending // by correlation id; guarded by mu
+	dead     bool               // guarded by mu
+	err      error              // why the connection died; guarded by mu
+
+	corr     int32        // next correlation id; writer goroutine only
+	lastUsed atomic.Int64 // unix nanos of the last request or response
+	done     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// pending is one request from acceptance to completion. Whoever removes it
+// from the write queue or the in-flight map completes it, exactly once.
+type pending struct {
+	req    kmsg.Request
+	noResp bool  // acks=0 produce: complete once written
+	err    error // set at enqueue: fail instead of writing (no version in common)
+	done   func(kmsg.Response, error)
+	timer  *time.Timer
+}
+
+// dialConn connects to addr and performs the ApiVersions handshake, both
+// within setupTimeout (socket.connection.setup.timeout.ms).
+func dialConn(ctx context.Context, nodeID int32, addr string, cfg *Config, setupTimeout time.Duration) (*Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	nc, err := cfg.dial(ctx, addr)
+	if err != nil {
+		return nil, dialError(nodeID, addr, setupTimeout, err)
+	}
+	c := &Conn{
+		cfg:      cfg,
+		nodeID:   nodeID,
+		addr:     addr,
+		nc:       nc,
+		format:   kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID)),
+		slots:    make(chan struct{}, cfg.MaxInFlight),
+		writeCh:  make(chan *pending, cfg.MaxInFlight),
+		inflight: make(map[int32]*pending, cfg.MaxInFlight),
+		done:     make(chan struct{}),
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	err = c.handshake()
+	if !stop() || err != nil {
+		nc.Close()
+		if err == nil || ctx.Err() != nil {
+			err = fmt.Errorf("ApiVersions handshake did not finish: %w", ctx.Err())
+		}
+		return nil, dialError(nodeID, addr, setupTimeout, err)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c.lastUsed.Store(time.Now().UnixNano())
+	c.wg.Add(2)
+	go c.writeLoop()
+	go c.readLoop()
+	return c, nil
+}
+
+func dialError(nodeID int32, addr string, timeout time.Duration, err error) error {
+	return fmt.Errorf("%w %d at %s (setup timeout %v): %w; is the broker up and is this its advertised listener?",
+		kerr.ErrDial, nodeID, addr, timeout, err)
+}
+
+// handshake sends ApiVersions before anything else, synchronously. A broker
+// that does not know our ApiVersions version answers UNSUPPORTED_VERSION in
+// the v0 layout and lists the versions it does know; we retry with its max.
+func (c *Conn) handshake() error {
+	version := (&kmsg.ApiVersionsRequest{}).MaxVersion()
+	for attempt := 0; attempt < 3; attempt++ {
+		// NewPtr, not a literal: Default sets NodeID to -1. v5 (KIP-1242)
+		// names the cluster and node the client expects; a zero NodeID
+		// without a ClusterID is INVALID_REQUEST, and -1 means "not known
+		// yet", which is what we send.
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = version
+		req.ClientSoftwareName = "kprod"
+		req.ClientSoftwareVersion = Version
+		body, err := c.roundTripSync(req)
+		if err != nil {
+			return err
+		}
+		resp := &kmsg.ApiVersionsResponse{Version: version}
+		decodeErr := resp.ReadFrom(body)
+		if decodeErr != nil || resp.ErrorCode == codeUnsupportedVersion {
+			// The broker answers an unknown version in the v0 layout.
+			v0 := &kmsg.ApiVersionsResponse{Version: 0}
+			if err := v0.ReadFrom(body); err != nil {
+				return fmt.Errorf("cannot decode ApiVersions response: %w", errors.Join(decodeErr, err))
+			}
+			if v0.ErrorCode != codeUnsupportedVersion {
+				return fmt.Errorf("cannot decode ApiVersions v%d response: %w", version, decodeErr)
+			}
+			next := int16(-1)
+			for _, k := range v0.ApiKeys {
+				if k.ApiKey == req.Key() {
+					next = min(k.MaxVersion, version-1)
+				}
+			}
+			if next < 0 {
+				next = 0
+			}
+			c.cfg.Logger.Debug("broker rejected our ApiVersions version; retrying",
+				"broker", c.nodeID, "addr", c.addr, "version", version, "retry_version", next)
+			version = next
+			continue
+		}
+		if err := kerr.ForCode(resp.ErrorCode); err != nil {
+			return fmt.Errorf("ApiVersions failed: %w", err)
+		}
+		c.vers = negotiate(resp, c.cfg.MaxVersions)
+		return nil
+	}
+	return fmt.Errorf("%w: ApiVersions kept failing with UNSUPPORTED_VERSION", kerr.ErrUnsupportedVersion)
+}
+
+// roundTripSync writes one request and reads its response on the raw
+// connection; only used before the reader and writer goroutines start.
+func (c *Conn) roundTripSync(req kmsg.Request) ([]byte, error) {
+	c.corr++
+	buf := c.format.AppendRequest(nil, req, c.corr)
+	if _, err := c.nc.Write(buf); err != nil {
+		return nil, err
+	}
+	corr, body, err := c.readResponse()
+	if err != nil {
+		return nil, err
+	}
+	if corr != c.corr {
+		return nil, fmt.Errorf("response correlation id %d does not match request %d", corr, c.corr)
+	}
+	return body, nil
+}
+
+func (c *Conn) readResponse() (int32, []byte, error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(c.nc, hdr[:4]); err != nil {
+		return 0, nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(hdr[:4]))
+	if size < 4 || size > maxResponseSize {
+		return 0, nil, fmt.Errorf("broker sent a response size of %d bytes, which is not a Kafka response (is the listener TLS or SASL?)", size)
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(c.nc, buf); err != nil {
+		return 0, nil, err
+	}
+	return int32(binary.BigEndian.Uint32(buf[:4])), buf[4:], nil
+}
+
+// NodeID is the broker's node id (negative for a bootstrap address).
+func (c *Conn) NodeID() int32 { return c.nodeID }
+
+// Addr is the host:port this connection was dialed to.
+func (c *Conn) Addr() string { return c.addr }
+
+// Version returns the version negotiated for an API key: the highest both
+// the broker and kprod support. ok is false if there is none.
+func (c *Conn) Version(key int16) (v int16, ok bool) { return c.vers.get(key) }
+
+// InFlight is the number of requests accepted and not yet completed.
+func (c *Conn) InFlight() int { return len(c.slots) }
+
+// Done is closed when the connection is dead.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection died, or nil while it is alive.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Dead reports whether the connection is closed.
+func (c *Conn) Dead() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Do sends req and waits for its response, for an in-flight slot, or for
+// ctx. A ctx that ends after the request was written does not cancel it on
+// the wire (Kafka has no cancel); the response is then discarded.
+func (c *Conn) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	select {
+	case c.slots <- struct{}{}:
+	case <-c.done:
+		return nil, c.deadErr()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	type result struct {
+		resp kmsg.Response
+		err  error
+	}
+	ch := make(chan result, 1)
+	if err := c.enqueue(req, false, func(r kmsg.Response, err error) { ch <- result{r, err} }); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		return r.resp, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TrySend queues req without blocking. It returns false, and never calls
+// done, when the in-flight cap is reached or the connection is dead.
+// Otherwise done is called exactly once, from one of the connection's
+// goroutines, never from TrySend itself (so the caller may hold a lock
+// that done takes; done must not block): with the response, or with the
+// error that ended the request (ErrUnsupportedVersion if the broker
+// supports no version of it that kprod implements). With noResponse (a
+// produce with acks=0) done is called with a nil response once the
+// request is written.
+func (c *Conn) TrySend(req kmsg.Request, noResponse bool, done func(kmsg.Response, error)) bool {
+	if c.Dead() {
+		return false
+	}
+	select {
+	case c.slots <- struct{}{}:
+	default:
+		return false
+	}
+	return c.enqueue(req, noResponse, done) == nil
+}
+
+// enqueue hands a request that holds a slot to the writer, or releases the
+// slot and returns why not if the connection is dead; done is then not
+// called. The push is under mu so that it cannot race past close: the
+// writer drains the queue after close marked the connection dead, and
+// every push happened before. A request the broker has no version for is
+// handed over too, already failed, so that its done runs on the writer
+// like every other completion.
+func (c *Conn) enqueue(req kmsg.Request, noResp bool, done func(kmsg.Response, error)) error {
+	p := &pending{req: req, noResp: noResp, done: done}
+	if v, ok := c.vers.get(req.Key()); ok {
+		req.SetVersion(v)
+	} else {
+		p.err = fmt.Errorf("%w: broker %d (%s) supports no version of %s (key %d) that kprod implements",
+			kerr.ErrUnsupportedVersion, c.nodeID, c.addr, kmsg.NameForKey(req.Key()), req.Key())
+	}
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		<-c.slots
+		return c.deadErr()
+	}
+	c.writeCh <- p // never blocks: capacity equals the slot count
+	c.mu.Unlock()
+	return nil
+}
+
+// complete releases p's slot and calls its callback.
+func (c *Conn) complete(p *pending, resp kmsg.Response, err error) {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	<-c.slots
+	c.lastUsed.Store(time.Now().UnixNano())
+	p.done(resp, err)
+}
+
+func (c *Conn) deadErr() error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: connection to broker %d (%s) is closed", kerr.ErrConnectionLost, c.nodeID, c.addr)
+}
+
+// Close closes the connection, fails every request in flight on it with
+// ErrConnectionLost (wrapping ErrClosed), and waits for its goroutines.
+func (c *Conn) Close() {
+	c.fail(fmt.Errorf("%w to broker %d (%s): %w", kerr.ErrConnectionLost, c.nodeID, c.addr, kerr.ErrClosed))
+	c.wg.Wait()
+}
+
+// fail kills the connection once: every request in flight fails with err
+// (exactly once, because it is taken out of the map here under mu).
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		return
+	}
+	c.dead = true
+	c.err = err
+	taken := c.inflight
+	c.inflight = nil
+	close(c.done)
+	c.mu.Unlock()
+	c.nc.Close()
+	for _, p := range taken {
+		c.complete(p, nil, err)
+	}
+}
+
+func (c *Conn) lostErr(op string, err error) error {
+	return fmt.Errorf("%w: broker %d (%s): %s: %w", kerr.ErrConnectionLost, c.nodeID, c.addr, op, err)
+}
+
+func (c *Conn) writeLoop() {
+	defer c.wg.Done()
+	var idle *time.Timer
+	var idleC <-chan time.Time
+	if c.cfg.IdleTimeout > 0 {
+		idle = time.NewTimer(c.cfg.IdleTimeout)
+		defer idle.Stop()
+		idleC = idle.C
+	}
+	var buf []byte
+	for {
+		select {
+		case p := <-c.writeCh:
+			buf = c.write(p, buf[:0])
+		case <-idleC:
+			since := time.Since(time.Unix(0, c.lastUsed.Load()))
+			if c.InFlight() == 0 && since >= c.cfg.IdleTimeout {
+				c.cfg.Logger.Debug("closing idle connection", "broker", c.nodeID, "addr", c.addr, "idle", since)
+				c.fail(fmt.Errorf("%w: connection to broker %d (%s) closed after %v idle (connections.max.idle.ms)",
+					kerr.ErrConnectionLost, c.nodeID, c.addr, c.cfg.IdleTimeout))
+				continue
+			}
+			// Not idle: look again when it could be. With requests in
+			// flight that is a full IdleTimeout away at the earliest
+			// (their completion counts as use); rearming for the
+			// remainder, which is <= 0 for a request outstanding longer
+			// than the idle time, would spin every millisecond.
+			next := c.cfg.IdleTimeout - since
+			if c.InFlight() > 0 || next <= 0 {
+				next = c.cfg.IdleTimeout
+			}
+			idle.Reset(next)
+		case <-c.done:
+			for {
+				select {
+				case p := <-c.writeCh:
+					err := p.err
+					if err == nil {
+						err = c.deadErr()
+					}
+					c.complete(p, nil, err)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// write encodes and writes one request. It is registered as in flight
+// before the write so that a fast response always finds it.
+func (c *Conn) write(p *pending, buf []byte) []byte {
+	if p.err != nil {
+		c.complete(p, nil, p.err)
+		return buf
+	}
+	c.corr++
+	corr := c.corr
+	buf = c.format.AppendRequest(buf, p.req, corr)
+	c.lastUsed.Store(time.Now().UnixNano())
+
+	c.mu.Lock()
+	if c.dead {
+		err := c.err
+		c.mu.Unlock()
+		c.complete(p, nil, err)
+		return buf
+	}
+	if !p.noResp {
+		c.inflight[corr] = p
+		p.timer = time.AfterFunc(c.cfg.RequestTimeout, func() { c.timeout(corr) })
+	}
+	c.mu.Unlock()
+
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.RequestTimeout))
+	if _, err := c.nc.Write(buf); err != nil {
+		err = c.lostErr("write", err)
+		if p.noResp {
+			c.complete(p, nil, err)
+		}
+		c.fail(err)
+		return buf
+	}
+	if p.noResp {
+		c.complete(p, nil, nil)
+	}
+	return buf
+}
+
+// timeout fails the request with ErrRequestTimeout and closes the
+// connection, failing the others in flight on it, as the Java client does:
+// a broker that does not answer one request within request.timeout.ms is
+// not trusted with the rest.
+func (c *Conn) timeout(corr int32) {
+	c.mu.Lock()
+	p, ok := c.inflight[corr]
+	if ok {
+		delete(c.inflight, corr)
+	}
+	c.mu.Unlock()
+	if !ok {
+		return
+	}
+	err := fmt.Errorf("%w: %s (key %d) to broker %d (%s) got no response within %v; the connection was closed",
+		kerr.ErrRequestTimeout, kmsg.NameForKey(p.req.Key()), p.req.Key(), c.nodeID, c.addr, c.cfg.RequestTimeout)
+	c.cfg.Logger.Debug("request timed out", "broker", c.nodeID, "addr", c.addr, "key", p.req.Key())
+	c.complete(p, nil, err)
+	c.fail(fmt.Errorf("%w: another request on the connection timed out: %w", kerr.ErrConnectionLost, err))
+}
+
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	for {
+		corr, body, err := c.readResponse()
+		if err != nil {
+			c.fail(c.lostErr("read", err))
+			return
+		}
+		c.mu.Lock()
+		p, ok := c.inflight[corr]
+		if ok {
+			delete(c.inflight, corr)
+		}
+		c.mu.Unlock()
+		if !ok {
+			// Either the request already timed out (then the connection
+			// is being closed) or the broker answered something we did
+			// not ask: either way this connection cannot be trusted.
+			c.fail(c.lostErr("read", fmt.Errorf("response with unknown correlation id %d", corr)))
+			return
+		}
+		resp, err := decodeResponse(p.req, body)
+		if err != nil {
+			err = fmt.Errorf("broker %d (%s): cannot decode %s v%d response: %w",
+				c.nodeID, c.addr, kmsg.NameForKey(p.req.Key()), p.req.GetVersion(), err)
+		}
+		c.complete(p, resp, err)
+	}
+}
+
+func decodeResponse(req kmsg.Request, body []byte) (kmsg.Response, error) {
+	// Flexible responses carry tagged fields in their header, except
+	// ApiVersions, whose response header is never flexible (KIP-511).
+	if req.IsFlexible() && req.Key() != 18 {
+		var err error
+		if body, err = skipTags(body); err != nil {
+			return nil, err
+		}
+	}
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func skipTags(b []byte) ([]byte, error) {
+	n, l := binary.Uvarint(b)
+	if l <= 0 {
+		return nil, errors.New("bad tagged field count in response header")
+	}
+	b = b[l:]
+	for i := uint64(0); i < n; i++ {
+		if _, l = binary.Uvarint(b); l <= 0 {
+			return nil, errors.New("bad tag in response header")
+		}
+		b = b[l:]
+		size, l := binary.Uvarint(b)
+		if l <= 0 || uint64(len(b)-l) < size {
+			return nil, errors.New("bad tag size in response header")
+		}
+		b = b[l+int(size):]
+	}
+	return b, nil
+}

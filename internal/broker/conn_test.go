@@ -1,0 +1,518 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kprod/kprod/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+)
+
+// The embedded cluster advertises Produce v3-13, Metadata v0-13 and
+// InitProducerId v0-5; kmsg implements up to 13, 13 and 5. The handshake
+// must pick the highest common version of each, and requests must go out
+// at it.
+func TestNegotiatedVersions(t *testing.T) {
+	kc := newCluster(t)
+	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
+
+	for key, want := range map[int16]int16{
+		int16(kmsg.Produce):        13,
+		int16(kmsg.Metadata):       13,
+		int16(kmsg.InitProducerID): 5,
+		int16(kmsg.ApiVersions):    5,
+	} {
+		got, ok := c.Version(key)
+		if !ok || got != want {
+			t.Errorf("%s: negotiated v%d (ok=%v), want v%d", kmsg.NameForKey(key), got, ok, want)
+		}
+	}
+	if v, ok := c.Version(9999); ok {
+		t.Errorf("key 9999 has version %d; want none", v)
+	}
+
+	resp, err := c.Do(context.Background(), metadataReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := resp.GetVersion(); v != 13 {
+		t.Errorf("Metadata went out at v%d, want v13", v)
+	}
+	mr := resp.(*kmsg.MetadataResponse)
+	if len(mr.Brokers) != 1 {
+		t.Errorf("metadata lists %d brokers, want 1", len(mr.Brokers))
+	}
+}
+
+// Config.MaxVersions caps what we use below what both sides support.
+func TestNegotiatedVersionsCapped(t *testing.T) {
+	kc := newCluster(t)
+	cfg := testConfig()
+	cfg.MaxVersions = map[int16]int16{int16(kmsg.Produce): 11}
+	c := dialTest(t, kc.ListenAddrs()[0], cfg)
+	if v, _ := c.Version(int16(kmsg.Produce)); v != 11 {
+		t.Errorf("Produce capped at 11 negotiated v%d", v)
+	}
+	if v, _ := c.Version(int16(kmsg.Metadata)); v != 13 {
+		t.Errorf("uncapped Metadata negotiated v%d, want 13", v)
+	}
+}
+
+// Against an older broker the broker's maximum wins. Kafka 3.0 knows
+// ApiVersions only up to v3, so it answers our first ApiVersions (v5) with
+// UNSUPPORTED_VERSION by itself: this is also the fallback against a real
+// broker implementation rather than a hand-written response.
+func TestNegotiatedVersionsOlderBroker(t *testing.T) {
+	old := kversion.V3_0_0()
+	kc := newCluster(t, kfake.MaxVersions(old))
+	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
+
+	for _, key := range []kmsg.Key{kmsg.Produce, kmsg.Metadata, kmsg.InitProducerID, kmsg.ApiVersions} {
+		want, _ := old.LookupMaxKeyVersion(int16(key))
+		if got, ok := c.Version(int16(key)); !ok || got != want {
+			t.Errorf("%s: negotiated v%d (ok=%v), want Kafka 3.0's v%d", key.Name(), got, ok, want)
+		}
+	}
+	// DescribeTopicPartitions (KIP-966) came after 3.0: no version in
+	// common, and a request for it fails with a typed error.
+	if v, ok := c.Version(int16(kmsg.DescribeTopicPartitions)); ok {
+		t.Errorf("DescribeTopicPartitions negotiated v%d against Kafka 3.0", v)
+	}
+	_, err := c.Do(context.Background(), kmsg.NewPtrDescribeTopicPartitionsRequest())
+	if !errors.Is(err, kerr.ErrUnsupportedVersion) {
+		t.Errorf("request unknown to the broker: err = %v, want ErrUnsupportedVersion", err)
+	}
+	if c.InFlight() != 0 {
+		t.Errorf("an unsupported request kept its in-flight slot: InFlight() = %d", c.InFlight())
+	}
+	// The connection is still fine.
+	if _, err := c.Do(context.Background(), metadataReq()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// KIP-511: a broker that does not know our ApiVersions version answers in
+// the v0 layout with UNSUPPORTED_VERSION and its own ApiVersions range; we
+// must retry at its maximum and then succeed.
+func TestApiVersionsFallback(t *testing.T) {
+	kc := newCluster(t)
+	var mu sync.Mutex
+	var seen []int16
+	kc.ControlKey(int16(kmsg.ApiVersions), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, kreq.GetVersion())
+		if len(seen) > 1 {
+			return nil, nil, false // let kfake answer the retry
+		}
+		resp := kreq.ResponseKind().(*kmsg.ApiVersionsResponse)
+		resp.Version = 0 // kfake writes the response at the version it carries
+		resp.ErrorCode = 35
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey = int16(kmsg.ApiVersions)
+		k.MinVersion, k.MaxVersion = 0, 3
+		resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{k}
+		return resp, nil, true
+	})
+
+	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
+	mu.Lock()
+	got := append([]int16(nil), seen...)
+	mu.Unlock()
+	if len(got) != 2 || got[0] != 5 || got[1] != 3 {
+		t.Fatalf("ApiVersions versions sent: %v, want [5 3]", got)
+	}
+	if v, ok := c.Version(int16(kmsg.Produce)); !ok || v != 13 {
+		t.Errorf("after the fallback Produce negotiated v%d (ok=%v), want 13", v, ok)
+	}
+	if _, err := c.Do(context.Background(), metadataReq()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A broker that keeps answering UNSUPPORTED_VERSION must not be retried
+// forever; the dial fails with a typed error.
+func TestApiVersionsAlwaysUnsupported(t *testing.T) {
+	kc := newCluster(t)
+	var calls atomic.Int32
+	kc.ControlKey(int16(kmsg.ApiVersions), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		calls.Add(1)
+		resp := kreq.ResponseKind().(*kmsg.ApiVersionsResponse)
+		resp.Version = 0
+		resp.ErrorCode = 35
+		return resp, nil, true
+	})
+	_, err := dialConn(context.Background(), 0, kc.ListenAddrs()[0], testConfig(), 5*time.Second)
+	if !errors.Is(err, kerr.ErrDial) || !errors.Is(err, kerr.ErrUnsupportedVersion) {
+		t.Fatalf("err = %v, want ErrDial wrapping ErrUnsupportedVersion", err)
+	}
+	if n := calls.Load(); n < 2 || n > 5 {
+		t.Errorf("ApiVersions sent %d times, want a few retries then give up", n)
+	}
+}
+
+// A request without a response within request.timeout.ms fails with
+// ErrRequestTimeout (retriable), and the connection is closed, failing
+// the other requests in flight on it with ErrConnectionLost.
+func TestRequestTimeout(t *testing.T) {
+	kc := newCluster(t)
+	rel := release(t)
+	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		hold(rel)
+		return nil, nil, false
+	})
+	cfg := testConfig()
+	cfg.RequestTimeout = 300 * time.Millisecond
+	c := dialTest(t, kc.ListenAddrs()[0], cfg)
+
+	// The second request goes out 100ms after the first, so its own
+	// timer cannot fire before the first one's closes the connection.
+	start := time.Now()
+	errA := make(chan error, 1)
+	go func() {
+		_, err := c.Do(context.Background(), metadataReq())
+		errA <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	errB := make(chan error, 2)
+	if !c.TrySend(metadataReq(), false, func(_ kmsg.Response, err error) { errB <- err }) {
+		t.Fatal("TrySend refused a second request")
+	}
+
+	err := <-errA
+	elapsed := time.Since(start)
+	if !errors.Is(err, kerr.ErrRequestTimeout) || !kerr.IsRetriable(err) {
+		t.Fatalf("err = %v, want a retriable ErrRequestTimeout", err)
+	}
+	if elapsed < 300*time.Millisecond || elapsed > 2*time.Second {
+		t.Errorf("timed out after %v, want about 300ms", elapsed)
+	}
+	if !strings.Contains(err.Error(), "Metadata") {
+		t.Errorf("timeout error does not name the request: %v", err)
+	}
+	select {
+	case err := <-errB:
+		if !errors.Is(err, kerr.ErrConnectionLost) || !kerr.IsRetriable(err) {
+			t.Errorf("other in-flight request: err = %v, want ErrConnectionLost", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the other in-flight request was not failed")
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(time.Second):
+		t.Fatal("connection not closed after a request timeout")
+	}
+	if !errors.Is(c.Err(), kerr.ErrConnectionLost) {
+		t.Errorf("Err() = %v, want ErrConnectionLost", c.Err())
+	}
+	if c.TrySend(metadataReq(), false, func(kmsg.Response, error) { t.Error("done called for a refused request") }) {
+		t.Error("TrySend accepted a request on a dead connection")
+	}
+	if _, err := c.Do(context.Background(), metadataReq()); !errors.Is(err, kerr.ErrConnectionLost) {
+		t.Errorf("Do on a dead connection: err = %v, want ErrConnectionLost", err)
+	}
+	select {
+	case err := <-errB:
+		t.Errorf("second completion of a request: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// With max.in.flight = 2 and the broker holding responses back, a third
+// request is refused until one completes.
+func TestInFlightCap(t *testing.T) {
+	kc := newCluster(t)
+	rel := make(chan struct{})
+	var relOnce sync.Once
+	releaseAll := func() { relOnce.Do(func() { close(rel) }) }
+	t.Cleanup(releaseAll)
+	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		hold(rel)
+		return nil, nil, false
+	})
+	cfg := testConfig()
+	cfg.MaxInFlight = 2
+	c := dialTest(t, kc.ListenAddrs()[0], cfg)
+
+	results := make(chan error, 3)
+	done := func(resp kmsg.Response, err error) {
+		if err == nil && resp == nil {
+			err = errors.New("nil response without an error")
+		}
+		results <- err
+	}
+	if !c.TrySend(metadataReq(), false, done) || !c.TrySend(metadataReq(), false, done) {
+		t.Fatal("TrySend refused one of the first two requests")
+	}
+	if c.TrySend(metadataReq(), false, func(kmsg.Response, error) { t.Error("done called for a refused request") }) {
+		t.Fatal("TrySend accepted a third request with MaxInFlight = 2")
+	}
+	if n := c.InFlight(); n != 2 {
+		t.Errorf("InFlight() = %d, want 2", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Do(ctx, metadataReq()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Do with the table full: err = %v, want to wait for a slot until ctx ends", err)
+	}
+
+	releaseAll()
+	for range 2 {
+		select {
+		case err := <-results:
+			if err != nil {
+				t.Errorf("held request failed: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("held requests did not complete")
+		}
+	}
+	eventually(t, time.Second, "in-flight slots freed", func() bool { return c.InFlight() == 0 })
+	if !c.TrySend(metadataReq(), false, done) {
+		t.Fatal("TrySend refused a request after the table drained")
+	}
+	if err := <-results; err != nil {
+		t.Error(err)
+	}
+}
+
+// When the broker drops the connection with requests in flight, every
+// request's callback fires exactly once, with ErrConnectionLost.
+func TestConnectionLost(t *testing.T) {
+	kc := newCluster(t)
+	const n = 4
+	cfg := testConfig()
+	cfg.MaxInFlight = n + 1
+	c := dialTest(t, kc.ListenAddrs()[0], cfg)
+
+	allSent := make(chan struct{})
+	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		select {
+		case <-allSent:
+		case <-time.After(5 * time.Second):
+		}
+		return nil, errors.New("test: drop the connection"), true
+	})
+
+	var calls [n]atomic.Int32
+	errs := make([]atomic.Value, n)
+	for i := range n {
+		ok := c.TrySend(metadataReq(), false, func(_ kmsg.Response, err error) {
+			if calls[i].Add(1) == 1 {
+				errs[i].Store(err)
+			}
+		})
+		if !ok {
+			t.Fatalf("TrySend %d refused", i)
+		}
+	}
+	eventually(t, time.Second, "all requests in flight", func() bool { return c.InFlight() == n })
+	close(allSent)
+
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("connection not noticed as lost")
+	}
+	eventually(t, time.Second, "every callback called", func() bool {
+		for i := range n {
+			if calls[i].Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(100 * time.Millisecond) // a second call would come now
+	for i := range n {
+		if got := calls[i].Load(); got != 1 {
+			t.Errorf("request %d: callback called %d times", i, got)
+		}
+		err, _ := errs[i].Load().(error)
+		if !errors.Is(err, kerr.ErrConnectionLost) || !kerr.IsRetriable(err) {
+			t.Errorf("request %d: err = %v, want ErrConnectionLost", i, err)
+		}
+	}
+	if c.InFlight() != 0 {
+		t.Errorf("InFlight() = %d after the connection died", c.InFlight())
+	}
+}
+
+// acks=0: the callback runs once the request is written, with no response,
+// and the connection stays in step (the next request gets its own answer).
+func TestNoResponseRequest(t *testing.T) {
+	kc := newCluster(t)
+	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = 0
+	req.TimeoutMillis = 1000
+	type result struct {
+		resp kmsg.Response
+		err  error
+	}
+	ch := make(chan result, 2)
+	if !c.TrySend(req, true, func(r kmsg.Response, err error) { ch <- result{r, err} }) {
+		t.Fatal("TrySend refused")
+	}
+	select {
+	case r := <-ch:
+		if r.resp != nil || r.err != nil {
+			t.Errorf("acks=0 completion: resp=%v err=%v, want nil, nil", r.resp, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("acks=0 request never completed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Do(ctx, metadataReq()); err != nil {
+		t.Fatalf("request after acks=0: %v", err)
+	}
+	if c.InFlight() != 0 {
+		t.Errorf("InFlight() = %d", c.InFlight())
+	}
+}
+
+// A caller whose ctx ends while waiting gives up, but the connection and
+// the in-flight accounting stay correct.
+func TestDoContextEnds(t *testing.T) {
+	kc := newCluster(t)
+	rel := make(chan struct{})
+	var relOnce sync.Once
+	releaseAll := func() { relOnce.Do(func() { close(rel) }) }
+	t.Cleanup(releaseAll)
+	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		hold(rel) // only the first Metadata request
+		return nil, nil, false
+	})
+	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Do(ctx, metadataReq()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+	releaseAll()
+	eventually(t, 2*time.Second, "abandoned request completed", func() bool { return c.InFlight() == 0 })
+	if _, err := c.Do(context.Background(), metadataReq()); err != nil {
+		t.Fatal(err)
+	}
+	if c.Dead() {
+		t.Fatal("connection died")
+	}
+}
+
+// Close fails what is in flight (ErrConnectionLost wrapping ErrClosed)
+// and returns only once the reader and writer goroutines are gone.
+func TestConnCloseFailsInFlightAndWaits(t *testing.T) {
+	kc := newCluster(t)
+	rel := release(t)
+	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		hold(rel)
+		return nil, nil, false
+	})
+	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
+	var calls atomic.Int32
+	var got atomic.Pointer[error]
+	for range 2 {
+		c.TrySend(metadataReq(), false, func(_ kmsg.Response, err error) {
+			calls.Add(1)
+			got.Store(&err)
+		})
+	}
+	if len(ourGoroutines()) == 0 {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("no connection goroutines found; the goroutine check is broken (conn err: %v)\n%s", c.Err(), buf[:runtime.Stack(buf, true)])
+	}
+	c.Close()
+	if g := ourGoroutines(); len(g) != 0 {
+		t.Errorf("%d connection goroutines still running after Close returned:\n%s", len(g), strings.Join(g, "\n\n"))
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d callbacks called by the time Close returned, want 2", n)
+	}
+	var err error
+	if p := got.Load(); p != nil {
+		err = *p
+	}
+	if !errors.Is(err, kerr.ErrConnectionLost) || !errors.Is(err, kerr.ErrClosed) {
+		t.Errorf("err = %v, want ErrConnectionLost wrapping ErrClosed", err)
+	}
+	c.Close() // idempotent
+}
+
+// A listener that is not Kafka (here: one answering HTTP) fails the
+// handshake with a clear error instead of allocating a garbage length.
+func TestHandshakeNotKafka(t *testing.T) {
+	l, err := netListen(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		_, _ = nc.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+		buf := make([]byte, 512)
+		_, _ = nc.Read(buf)
+	}()
+	defer wg.Wait()
+	defer l.Close()
+	_, err = dialConn(context.Background(), 7, l.Addr().String(), testConfig(), 5*time.Second)
+	if !errors.Is(err, kerr.ErrDial) || !strings.Contains(err.Error(), "not a Kafka response") {
+		t.Fatalf("err = %v, want ErrDial saying it is not Kafka", err)
+	}
+}
+
+// TrySend never runs done itself, even for a request that fails at once
+// (no version in common): the sender calls TrySend under its own lock, and
+// a done that takes that lock must not deadlock.
+func TestTrySendDoneNotInline(t *testing.T) {
+	kc := newCluster(t, kfake.MaxVersions(kversion.V3_0_0()))
+	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
+	var mu sync.Mutex
+	got := make(chan error, 1)
+	returned := make(chan bool, 1)
+	go func() {
+		mu.Lock()
+		defer mu.Unlock()
+		returned <- c.TrySend(kmsg.NewPtrDescribeTopicPartitionsRequest(), false, func(_ kmsg.Response, err error) {
+			mu.Lock() // the caller's lock
+			defer mu.Unlock()
+			got <- err
+		})
+	}()
+	select {
+	case ok := <-returned:
+		if !ok {
+			t.Fatal("TrySend refused instead of failing the request through done")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("TrySend called done inline: deadlock on the caller's lock")
+	}
+	select {
+	case err := <-got:
+		if !errors.Is(err, kerr.ErrUnsupportedVersion) {
+			t.Errorf("err = %v, want ErrUnsupportedVersion", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("done never called")
+	}
+	eventually(t, time.Second, "slot released", func() bool { return c.InFlight() == 0 })
+}

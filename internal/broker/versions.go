@@ -1,0 +1,42 @@
+package broker
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// versions is the negotiated version table of one connection, indexed by
+// API key; -1 means no version in common.
+type versions []int16
+
+// negotiate picks, for each key the broker lists, the highest version
+// within both the broker's range and what kmsg implements (further capped
+// by caps). A broker whose minimum is above our maximum gets -1.
+func negotiate(resp *kmsg.ApiVersionsResponse, caps map[int16]int16) versions {
+	maxKey := int16(0)
+	for _, k := range resp.ApiKeys {
+		maxKey = max(maxKey, k.ApiKey)
+	}
+	v := make(versions, maxKey+1)
+	for i := range v {
+		v[i] = -1
+	}
+	for _, k := range resp.ApiKeys {
+		req := kmsg.RequestForKey(k.ApiKey)
+		if req == nil || k.ApiKey < 0 {
+			continue
+		}
+		ours := req.MaxVersion()
+		if c, ok := caps[k.ApiKey]; ok {
+			ours = min(ours, c)
+		}
+		if best := min(ours, k.MaxVersion); best >= k.MinVersion {
+			v[k.ApiKey] = best
+		}
+	}
+	return v
+}
+
+func (v versions) get(key int16) (int16, bool) {
+	if key < 0 || int(key) >= len(v) || v[key] < 0 {
+		return 0, false
+	}
+	return v[key], true
+}

@@ -1,0 +1,543 @@
+// Package cluster is kprod's network client: the set of brokers, the
+// cluster metadata (the Java client's Metadata/ProducerMetadata) and the
+// choice of the least-loaded broker.
+//
+// Metadata is refreshed by one goroutine: when metadata.max.age.ms has
+// passed, and on demand (Refresh, RequestRefresh). Concurrent requests for
+// a refresh share one Metadata request (single flight). Only the topics in
+// use are requested; a topic not used for metadata.max.idle.ms is dropped.
+// Readers take the current *Snapshot with one atomic load.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kprod/kprod/internal/broker"
+	"github.com/kprod/kprod/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Config is what the client needs beyond the connection settings.
+type Config struct {
+	Broker    *broker.Config
+	Bootstrap []string // bootstrap.servers, host:port each
+
+	MetadataMaxAge  time.Duration // metadata.max.age.ms
+	MetadataMaxIdle time.Duration // metadata.max.idle.ms
+	RetryBackoff    time.Duration // retry.backoff.ms: least time between refreshes after one
+	RetryBackoffMax time.Duration // retry.backoff.max.ms
+
+	// AutoCreateTopics asks brokers to create unknown topics
+	// (allow.auto.create.topics, default true).
+	AutoCreateTopics bool
+
+	// OnUpdate is called after each new snapshot is stored, without locks
+	// held (the sender uses it to wake up). It must not block.
+	OnUpdate func(*Snapshot)
+
+	Logger *slog.Logger
+}
+
+// Client holds the brokers and the metadata. Create with New; Close ends
+// its goroutine and every connection.
+type Client struct {
+	cfg  Config
+	snap atomic.Pointer[Snapshot]
+
+	mu        sync.Mutex
+	brokers   map[int32]*broker.Broker // by node id, from metadata; guarded by mu
+	bootstrap []*broker.Broker         // used until the first metadata lists brokers; guarded by mu
+	topics    map[string]*Use          // topics in use; guarded by mu
+	next      *refresh                 // the refresh that the next request will serve; guarded by mu
+	requests  int64                    // Metadata requests sent, for tests; guarded by mu
+
+	trigger   chan struct{} // cap 1: a refresh is wanted
+	quit      chan struct{}
+	closeOnce sync.Once
+	ctx       context.Context // ends requests under way on Close
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// refresh is one single-flight Metadata request; every caller that asked
+// for it waits on done and reads err.
+type refresh struct {
+	done chan struct{}
+	err  error
+}
+
+// Use marks a topic as in use; Touch it on every send (one atomic store).
+// A handle stays valid for the life of the Client: if its topic was dropped
+// for being idle longer than metadata.max.idle.ms, the next Touch puts it
+// back (and asks for a refresh), as the Java client's
+// ProducerMetadata.add does on every send.
+type Use struct {
+	c        *Client
+	name     string
+	lastUsed atomic.Int64 // unix nanos
+	// dropped is set when the client took the topic out of its set. Set
+	// before the client's last look at lastUsed, read after Touch's
+	// store: one of the two sees the other (see buildRequest).
+	dropped atomic.Bool
+}
+
+// Touch records that the topic was used at now (unix nanos).
+func (u *Use) Touch(now int64) {
+	u.lastUsed.Store(now)
+	if u.dropped.Load() {
+		u.c.readd(u)
+	}
+}
+
+// readd puts a dropped topic back into the set of topics in use.
+func (c *Client) readd(u *Use) {
+	c.mu.Lock()
+	cur := c.topics[u.name]
+	if cur == nil {
+		c.topics[u.name] = u
+		u.dropped.Store(false)
+	} else if cur != u {
+		// UseTopic made a new handle meanwhile; this one stays dropped
+		// and passes its uses on.
+		cur.lastUsed.Store(u.lastUsed.Load())
+	}
+	c.mu.Unlock()
+	if cur == nil {
+		c.RequestRefresh()
+	}
+}
+
+// New resolves nothing yet and dials nothing yet: the first refresh does.
+func New(cfg Config) (*Client, error) {
+	if len(cfg.Bootstrap) == 0 {
+		return nil, fmt.Errorf("%w: bootstrap.servers is empty; give at least one host:port", kerr.ErrInvalidConfig)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c := &Client{
+		cfg:     cfg,
+		brokers: map[int32]*broker.Broker{},
+		topics:  map[string]*Use{},
+		next:    &refresh{done: make(chan struct{})},
+		trigger: make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+	}
+	for i, addr := range cfg.Bootstrap {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%w: bootstrap.servers entry %q is not host:port: %v", kerr.ErrInvalidConfig, addr, err)
+		}
+		// Negative ids keep bootstrap connections apart from the nodes
+		// that metadata names, as the Java client does.
+		c.bootstrap = append(c.bootstrap, broker.NewBroker(int32(-1-i), addr, cfg.Broker))
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.snap.Store(emptySnapshot)
+	c.wg.Add(1)
+	go c.loop()
+	return c, nil
+}
+
+// Snapshot returns the current metadata (never nil).
+func (c *Client) Snapshot() *Snapshot { return c.snap.Load() }
+
+// MetadataRequests is how many Metadata requests were sent so far.
+func (c *Client) MetadataRequests() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.requests
+}
+
+// Broker returns the broker with node id, or nil if metadata does not
+// list it.
+func (c *Client) Broker(id int32) *broker.Broker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.brokers[id]
+}
+
+// Brokers returns the brokers metadata lists, by node id.
+func (c *Client) Brokers() []*broker.Broker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*broker.Broker, 0, len(c.brokers))
+	for _, b := range c.brokers {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
+	return out
+}
+
+// UseTopic marks a topic as in use, so that refreshes ask for it, and
+// returns its handle. A new topic triggers a refresh.
+func (c *Client) UseTopic(name string) *Use {
+	c.mu.Lock()
+	u, ok := c.topics[name]
+	if !ok {
+		u = &Use{c: c, name: name}
+		c.topics[name] = u
+	}
+	c.mu.Unlock()
+	u.Touch(time.Now().UnixNano())
+	if !ok {
+		c.RequestRefresh()
+	}
+	return u
+}
+
+// RequestRefresh asks for a refresh without waiting for it.
+func (c *Client) RequestRefresh() {
+	select {
+	case c.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Refresh asks for a refresh and waits until one that started after this
+// call has finished, or ctx ends. Concurrent callers share one request.
+func (c *Client) Refresh(ctx context.Context) error {
+	c.mu.Lock()
+	r := c.next
+	c.mu.Unlock()
+	c.RequestRefresh()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.quit:
+		return kerr.ErrClosed
+	}
+}
+
+// WaitTopic returns the topic's metadata once it is known with at least
+// one partition, refreshing as needed, until ctx ends (the producer gives
+// it max.block.ms). The broker may auto-create the topic meanwhile.
+func (c *Client) WaitTopic(ctx context.Context, name string) (*Topic, error) {
+	c.UseTopic(name)
+	var lastErr error
+	for {
+		if t := c.Snapshot().Topics[name]; t != nil {
+			if t.Err == nil && len(t.Partitions) > 0 {
+				return t, nil
+			}
+			if t.Err != nil {
+				lastErr = t.Err
+				if !kerr.IsRetriable(t.Err) {
+					return nil, fmt.Errorf("topic %q: %w", name, t.Err)
+				}
+			}
+		}
+		if err := c.Refresh(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil, c.topicTimeout(name, lastErr)
+			}
+			if errors.Is(err, kerr.ErrClosed) {
+				return nil, err
+			}
+			lastErr = err
+		}
+	}
+}
+
+func (c *Client) topicTimeout(name string, lastErr error) error {
+	if lastErr == nil || errors.Is(lastErr, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("%w %q: not in the cluster metadata within max.block.ms; create it, or enable auto.create.topics.enable on the brokers (last error: %v)",
+			kerr.ErrUnknownTopic, name, lastErr)
+	}
+	return fmt.Errorf("%w: topic %q: %w", kerr.ErrMetadataTimeout, name, lastErr)
+}
+
+// LeastLoaded picks the broker for a request that any broker can answer:
+// the connected one with the fewest requests in flight, else one that can
+// be dialed now, else the one whose backoff ends first. Bootstrap
+// addresses are used until metadata has listed brokers.
+func (c *Client) LeastLoaded() *broker.Broker {
+	c.mu.Lock()
+	cands := make([]*broker.Broker, 0, len(c.brokers))
+	for _, b := range c.brokers {
+		cands = append(cands, b)
+	}
+	if len(cands) == 0 {
+		cands = append(cands, c.bootstrap...)
+	}
+	c.mu.Unlock()
+	return leastLoaded(cands, nil)
+}
+
+func leastLoaded(cands []*broker.Broker, skip map[*broker.Broker]bool) *broker.Broker {
+	var best *broker.Broker
+	bestScore := int64(1) << 62
+	now := time.Now()
+	for _, b := range cands {
+		if skip[b] {
+			continue
+		}
+		var score int64
+		switch {
+		case b.Connected():
+			score = int64(b.InFlight())
+		case !now.Before(b.BackoffUntil()):
+			score = 1 << 20 // dialable: after any connected broker
+		default:
+			score = 1<<40 + int64(b.BackoffUntil().Sub(now))
+		}
+		if score < bestScore || (score == bestScore && best != nil && before(b.ID(), best.ID())) {
+			best, bestScore = b, score
+		}
+	}
+	return best
+}
+
+// before orders equally loaded brokers: nodes by id, and bootstrap
+// addresses (ids -1, -2, ... in bootstrap.servers order) in the order the
+// user gave them, so that the first address is tried first.
+func before(a, b int32) bool {
+	if a < 0 && b < 0 {
+		return a > b
+	}
+	return a < b
+}
+
+// loop is the metadata goroutine: it refreshes on demand and when the
+// metadata gets older than metadata.max.age.ms, never more often than
+// retry.backoff.ms (growing on failures), and ends on Close.
+func (c *Client) loop() {
+	defer c.wg.Done()
+	age := time.NewTimer(0) // first refresh at once
+	defer age.Stop()
+	var last time.Time
+	failures := 0
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-c.trigger:
+		case <-age.C:
+		}
+		if wait := broker.Exponential(c.cfg.RetryBackoff, c.cfg.RetryBackoffMax, failures) - time.Since(last); wait > 0 && !last.IsZero() {
+			t := time.NewTimer(wait)
+			select {
+			case <-c.quit:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		c.mu.Lock()
+		r := c.next
+		c.next = &refresh{done: make(chan struct{})}
+		c.mu.Unlock()
+
+		r.err = c.refresh()
+		last = time.Now()
+		close(r.done)
+		if r.err != nil {
+			failures++
+			c.cfg.Logger.Debug("metadata refresh failed", "err", r.err)
+			c.RequestRefresh() // keep trying while someone may be waiting
+		} else {
+			failures = 0
+		}
+		if !age.Stop() {
+			select {
+			case <-age.C:
+			default:
+			}
+		}
+		age.Reset(c.cfg.MetadataMaxAge)
+	}
+}
+
+// refresh sends one Metadata request, trying brokers from least loaded
+// on, and installs the result.
+func (c *Client) refresh() error {
+	ctx := c.ctx
+
+	c.mu.Lock()
+	cands := make([]*broker.Broker, 0, len(c.brokers)+len(c.bootstrap))
+	for _, b := range c.brokers {
+		cands = append(cands, b)
+	}
+	if len(cands) == 0 {
+		cands = append(cands, c.bootstrap...)
+	}
+	c.mu.Unlock()
+
+	var errs []error
+	tried := map[*broker.Broker]bool{}
+	for len(tried) < len(cands) {
+		b := leastLoaded(cands, tried)
+		tried[b] = true
+		c.mu.Lock()
+		c.requests++
+		c.mu.Unlock()
+		// A fresh request per attempt: the connection that failed the
+		// last one may still be encoding it.
+		resp, err := b.Do(ctx, c.buildRequest())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("broker %d (%s): %w", b.ID(), b.Addr(), err))
+			continue
+		}
+		mr := resp.(*kmsg.MetadataResponse)
+		if err := kerr.ForCode(mr.ErrorCode); err != nil {
+			errs = append(errs, fmt.Errorf("metadata from broker %d (%s): %w", b.ID(), b.Addr(), err))
+			continue
+		}
+		if len(mr.Brokers) == 0 {
+			errs = append(errs, fmt.Errorf("metadata from broker %d (%s) lists no brokers", b.ID(), b.Addr()))
+			continue
+		}
+		c.install(mr)
+		return nil
+	}
+	return fmt.Errorf("%w: no broker answered a Metadata request: %w", kerr.ErrMetadataTimeout, errors.Join(errs...))
+}
+
+// buildRequest asks for the topics in use, dropping those idle longer
+// than metadata.max.idle.ms. With no topic in use it asks for none (an
+// empty list; a null list would mean every topic).
+func (c *Client) buildRequest() *kmsg.MetadataRequest {
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = c.cfg.AutoCreateTopics
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	now := time.Now().UnixNano()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	idle := func(u *Use) bool {
+		return c.cfg.MetadataMaxIdle > 0 && time.Duration(now-u.lastUsed.Load()) > c.cfg.MetadataMaxIdle
+	}
+	for name, u := range c.topics {
+		if idle(u) {
+			// Publish dropped before looking at lastUsed again: a Touch
+			// racing with us either stored its time before this second
+			// look (we keep the topic) or loads dropped after this store
+			// (it puts the topic back).
+			u.dropped.Store(true)
+			if idle(u) {
+				delete(c.topics, name)
+				c.cfg.Logger.Debug("dropping idle topic from metadata", "topic", name)
+				continue
+			}
+			u.dropped.Store(false)
+		}
+		t := kmsg.NewMetadataRequestTopic()
+		t.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, t)
+	}
+	return req
+}
+
+// install turns a response into a Snapshot, stores it, and reconciles the
+// broker set: new nodes get a Broker, moved nodes a new one, gone nodes
+// are closed. Bootstrap connections are closed once real nodes are known.
+func (c *Client) install(mr *kmsg.MetadataResponse) {
+	s := &Snapshot{
+		ControllerID: mr.ControllerID,
+		Brokers:      make(map[int32]BrokerInfo, len(mr.Brokers)),
+		Topics:       make(map[string]*Topic, len(mr.Topics)),
+		At:           time.Now(),
+	}
+	if mr.ClusterID != nil {
+		s.ClusterID = *mr.ClusterID
+	}
+	for _, b := range mr.Brokers {
+		bi := BrokerInfo{ID: b.NodeID, Host: b.Host, Port: b.Port}
+		if b.Rack != nil {
+			bi.Rack = *b.Rack
+		}
+		s.Brokers[b.NodeID] = bi
+	}
+	for _, t := range mr.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		topic := &Topic{Name: *t.Topic, ID: t.TopicID, Err: kerr.ForCode(t.ErrorCode)}
+		if topic.Err == nil {
+			parts := make([]Partition, len(t.Partitions))
+			ok := true
+			for _, p := range t.Partitions {
+				if p.Partition < 0 || int(p.Partition) >= len(parts) {
+					ok = false // a gap: partitions are being created; retry later
+					break
+				}
+				parts[p.Partition] = Partition{
+					ID: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+					Replicas: p.Replicas, ISR: p.ISR, Offline: p.OfflineReplicas,
+					Err: kerr.ForCode(p.ErrorCode),
+				}
+			}
+			if ok {
+				topic.Partitions = parts
+			} else {
+				topic.Err = kerr.LeaderNotAvailable
+			}
+		}
+		s.Topics[topic.Name] = topic
+	}
+
+	var toClose []*broker.Broker
+	c.mu.Lock()
+	for id, bi := range s.Brokers {
+		old := c.brokers[id]
+		if old != nil && old.Addr() == bi.Addr() {
+			continue
+		}
+		if old != nil {
+			toClose = append(toClose, old)
+		}
+		c.brokers[id] = broker.NewBroker(id, bi.Addr(), c.cfg.Broker)
+	}
+	for id, b := range c.brokers {
+		if _, ok := s.Brokers[id]; !ok {
+			toClose = append(toClose, b)
+			delete(c.brokers, id)
+		}
+	}
+	toClose = append(toClose, c.bootstrap...)
+	c.bootstrap = nil
+	c.snap.Store(s)
+	c.mu.Unlock()
+
+	for _, b := range toClose {
+		b.Close()
+	}
+	if c.cfg.OnUpdate != nil {
+		c.cfg.OnUpdate(s)
+	}
+}
+
+// Close stops the metadata goroutine and closes every connection; it
+// returns when all of them are gone.
+//
+// Close may be called more than once and from several goroutines; every
+// call returns only when everything is closed.
+func (c *Client) Close() {
+	c.closeOnce.Do(c.close)
+}
+
+func (c *Client) close() {
+	close(c.quit)
+	c.cancel()
+	c.wg.Wait()
+	c.mu.Lock()
+	all := append([]*broker.Broker{}, c.bootstrap...)
+	for _, b := range c.brokers {
+		all = append(all, b)
+	}
+	c.bootstrap = nil
+	c.brokers = map[int32]*broker.Broker{}
+	c.mu.Unlock()
+	for _, b := range all {
+		b.Close()
+	}
+}

@@ -1,0 +1,184 @@
+package kprod
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kprod/kprod/kerr"
+)
+
+// bufferPool is the seeds' BufferPool: a byte budget of buffer.memory that
+// every batch buffer is charged against, plus a free list of batch.size
+// buffers so that steady-state producing allocates no batch memory.
+//
+// Memory is counted as Java counts it: available = bytes not handed out,
+// which includes the bytes held by the free list. A buffer of another
+// size is allocated fresh and, when released, dropped (not pooled); to
+// make room for it, pooled buffers are dropped first, so that what is
+// really allocated never exceeds the budget.
+//
+// When the budget is spent, allocate blocks, waiters are served in arrival
+// order (a large request is not starved by a stream of small ones), and
+// gives up after max.block.ms or when its ctx ends.
+type bufferPool struct {
+	poolable int   // batch.size
+	total    int64 // buffer.memory
+
+	mu        sync.Mutex
+	available int64      // bytes not handed out (free list included); guarded by mu
+	free      [][]byte   // pooled batch.size buffers; guarded by mu
+	waiters   *list.List // of *poolWaiter, in arrival order; guarded by mu
+	closed    bool       // guarded by mu
+	waitTime  time.Duration
+}
+
+type poolWaiter struct {
+	need  int64
+	ready chan struct{} // closed when the memory is reserved for this waiter
+	err   error         // set before ready is closed when the pool closed
+}
+
+func newBufferPool(total int64, poolable int) *bufferPool {
+	return &bufferPool{poolable: poolable, total: total, available: total, waiters: list.New()}
+}
+
+// allocate returns a buffer of len 0 and cap ≥ size, charged to the
+// budget, waiting up to maxBlock for room.
+func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Duration) ([]byte, error) {
+	if int64(size) > p.total {
+		return nil, fmt.Errorf("%w: a batch of %d bytes cannot fit in buffer.memory (%d bytes); raise buffer.memory or send smaller records",
+			kerr.ErrRecordTooLarge, size, p.total)
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, kerr.ErrClosed
+	}
+	if p.waiters.Len() == 0 && p.available >= int64(size) {
+		buf := p.takeLocked(size)
+		p.mu.Unlock()
+		return p.materialize(buf, size), nil
+	}
+	w := &poolWaiter{need: int64(size), ready: make(chan struct{})}
+	el := p.waiters.PushBack(w)
+	p.mu.Unlock()
+
+	start := time.Now()
+	timer := time.NewTimer(maxBlock)
+	defer timer.Stop()
+	var cause error
+	select {
+	case <-w.ready:
+	case <-timer.C:
+		cause = fmt.Errorf("%w: waited %v for %d bytes (buffer.memory %d bytes is in use by batches not yet delivered; is the cluster reachable? raise buffer.memory or max.block.ms)",
+			kerr.ErrBufferFull, maxBlock, size, p.total)
+	case <-ctx.Done():
+		cause = fmt.Errorf("%w while waiting for buffer memory: %w", kerr.ErrBufferFull, ctx.Err())
+	}
+	p.mu.Lock()
+	p.waitTime += time.Since(start)
+	select {
+	case <-w.ready:
+		// Reserved (or failed) before we gave up: honour that outcome.
+		cause = w.err
+	default:
+		p.waiters.Remove(el)
+		// Our leaving may let the next waiter in.
+		p.wakeLocked()
+	}
+	if cause != nil {
+		p.mu.Unlock()
+		return nil, cause
+	}
+	buf := p.takeReservedLocked(size)
+	p.mu.Unlock()
+	return p.materialize(buf, size), nil
+}
+
+// takeLocked charges size to the budget and returns a pooled buffer if
+// one fits, else nil (the caller allocates outside the lock).
+func (p *bufferPool) takeLocked(size int) []byte {
+	p.available -= int64(size)
+	return p.takeReservedLocked(size)
+}
+
+// takeReservedLocked returns a pooled buffer for memory already charged,
+// dropping pooled buffers when a fresh allocation would otherwise push
+// real memory over the budget.
+func (p *bufferPool) takeReservedLocked(size int) []byte {
+	if size == p.poolable && len(p.free) > 0 {
+		buf := p.free[len(p.free)-1]
+		p.free = p.free[:len(p.free)-1]
+		return buf
+	}
+	for len(p.free) > 0 && p.available < int64(len(p.free))*int64(p.poolable) {
+		p.free = p.free[:len(p.free)-1]
+	}
+	return nil
+}
+
+func (p *bufferPool) materialize(buf []byte, size int) []byte {
+	if buf != nil {
+		return buf[:0]
+	}
+	return make([]byte, 0, size)
+}
+
+// release returns a buffer's memory (size is what was charged). A
+// batch.size buffer goes back to the free list.
+func (p *bufferPool) release(buf []byte, size int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.available += int64(size)
+	if buf != nil && size == p.poolable && cap(buf) == p.poolable && !p.closed {
+		p.free = append(p.free, buf[:0]) // its bytes stay counted as available
+	}
+	p.wakeLocked()
+}
+
+// wakeLocked reserves memory for waiters at the head of the queue, in
+// order, while the budget allows.
+func (p *bufferPool) wakeLocked() {
+	for p.waiters.Len() > 0 {
+		el := p.waiters.Front()
+		w := el.Value.(*poolWaiter)
+		if p.available < w.need {
+			return
+		}
+		p.available -= w.need
+		p.waiters.Remove(el)
+		close(w.ready)
+	}
+}
+
+// hasWaiters reports whether senders are blocked on memory; the sender
+// then treats every batch as ready, to free memory soonest (Java's
+// "exhausted").
+func (p *bufferPool) hasWaiters() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waiters.Len() > 0
+}
+
+// availableBytes is buffer-available-bytes.
+func (p *bufferPool) availableBytes() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.available
+}
+
+// close fails every waiter with ErrClosed; later allocations fail too.
+func (p *bufferPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	p.free = nil
+	for p.waiters.Len() > 0 {
+		w := p.waiters.Remove(p.waiters.Front()).(*poolWaiter)
+		w.err = kerr.ErrClosed
+		close(w.ready)
+	}
+}

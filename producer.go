@@ -1,0 +1,272 @@
+package kprod
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kprod/kprod/internal/broker"
+	"github.com/kprod/kprod/internal/cluster"
+	"github.com/kprod/kprod/internal/recbatch"
+	"github.com/kprod/kprod/kerr"
+)
+
+// Producer sends records to Kafka. It is safe for concurrent use by any
+// number of goroutines. Create one with NewProducer and Close it when
+// done: Close returns only when every goroutine the producer started has
+// ended.
+type Producer struct {
+	cfg Config
+	log *slog.Logger
+
+	cl   *cluster.Client
+	acc  *accumulator
+	pool *bufferPool
+	snd  *sender
+
+	// guaranteeOrder: one batch in flight per partition, so that a retry
+	// cannot reorder (max.in.flight.requests.per.connection=1).
+	guaranteeOrder bool
+
+	// sendMu is held for reading by every Send while it appends, and for
+	// writing by Close, so that Close knows no Send is still buffering.
+	sendMu sync.RWMutex
+	closed atomic.Bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var producerSeq atomic.Int64
+
+// NewProducer validates cfg and starts the producer's sender and metadata
+// goroutines. It does not wait for the cluster: the first Send to a topic
+// waits for its metadata (up to max.block.ms).
+func NewProducer(cfg Config) (*Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.ClientID == "" {
+		cfg.ClientID = fmt.Sprintf("kprod-producer-%d", producerSeq.Add(1))
+	}
+	codec, err := recbatch.ParseCodec(cfg.CompressionType)
+	if err != nil {
+		return nil, err
+	}
+	var seal recbatch.SealOptions
+	if codec != recbatch.None {
+		if seal.Compressor, err = recbatch.NewCompressor(codec, cfg.compressionLevel(codec)); err != nil {
+			return nil, err
+		}
+	}
+	p := &Producer{cfg: cfg, log: log, guaranteeOrder: cfg.MaxInFlight == 1}
+	p.snd = newSender(p)
+	bcfg := &broker.Config{
+		ClientID:            cfg.ClientID,
+		SetupTimeout:        cfg.SocketConnectionSetupTimeout,
+		SetupTimeoutMax:     cfg.SocketConnectionSetupTimeoutMax,
+		RequestTimeout:      cfg.RequestTimeout,
+		MaxInFlight:         cfg.MaxInFlight,
+		IdleTimeout:         cfg.ConnectionsMaxIdle,
+		ReconnectBackoff:    cfg.ReconnectBackoff,
+		ReconnectBackoffMax: cfg.ReconnectBackoffMax,
+		Dial:                cfg.Dial,
+		OnStateChange:       func(int32) { p.snd.wake() },
+		Logger:              log,
+	}
+	cl, err := cluster.New(cluster.Config{
+		Broker:           bcfg,
+		Bootstrap:        cfg.BootstrapServers,
+		MetadataMaxAge:   cfg.MetadataMaxAge,
+		MetadataMaxIdle:  cfg.MetadataMaxIdle,
+		RetryBackoff:     cfg.RetryBackoff,
+		RetryBackoffMax:  cfg.RetryBackoffMax,
+		AutoCreateTopics: true,
+		OnUpdate:         func(*cluster.Snapshot) { p.snd.wake() },
+		Logger:           log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.cl = cl
+	p.pool = newBufferPool(cfg.BufferMemory, cfg.BatchSize)
+	p.acc = newAccumulator(p.pool, cfg.BatchSize, cfg.Linger, seal, p.snd.wake)
+	go p.snd.run()
+	return p, nil
+}
+
+// Send buffers a record for sending and returns; cb is called exactly
+// once with the record's outcome: on success with Partition, Offset and
+// Timestamp set, otherwise with an error that wraps one of the package's
+// sentinels or a *kerr.BrokerError.
+//
+// Send blocks only while it waits for the topic's metadata or for buffer
+// memory, at most max.block.ms or until ctx ends. ctx bounds only that
+// wait: once a record is buffered, its fate is governed by
+// delivery.timeout.ms, not by ctx.
+//
+// If the record fails before it is buffered (bad record, unknown topic,
+// buffer full, closed producer, ctx ended), cb runs on the caller's
+// goroutine before Send returns. Otherwise it runs on the producer's
+// sender goroutine: callbacks of one partition run in offset order, one at
+// a time, and must not block — a slow callback delays every other
+// record's delivery. cb may be nil.
+func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error)) {
+	if cb == nil {
+		cb = func(*Record, error) {}
+	}
+	if err := p.send(ctx, r, cb); err != nil {
+		cb(r, err)
+	}
+}
+
+// SendSync sends a record and waits for its outcome. On success r holds
+// its partition, offset and timestamp.
+func (p *Producer) SendSync(ctx context.Context, r *Record) error {
+	ch := make(chan error, 1)
+	p.Send(ctx, r, func(_ *Record, err error) { ch <- err })
+	return <-ch
+}
+
+func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error)) error {
+	if r == nil {
+		return fmt.Errorf("%w: nil record", kerr.ErrInvalidRecord)
+	}
+	if r.Topic == "" {
+		return fmt.Errorf("%w: the record has no topic", kerr.ErrInvalidRecord)
+	}
+	p.sendMu.RLock()
+	defer p.sendMu.RUnlock()
+	if p.closed.Load() {
+		return fmt.Errorf("cannot send to %q: %w", r.Topic, kerr.ErrClosed)
+	}
+	start := time.Now()
+	if r.Timestamp.IsZero() {
+		r.Timestamp = start
+	}
+	ts := r.Timestamp.UnixMilli()
+
+	t := p.acc.topic(r.Topic)
+	mt := p.cl.Snapshot().Topics[r.Topic]
+	if mt == nil || mt.Err != nil || len(mt.Partitions) == 0 ||
+		(r.PartitionSet && int(r.Partition) >= len(mt.Partitions)) {
+		var err error
+		if mt, err = p.waitMetadata(ctx, r, start); err != nil {
+			return err
+		}
+	}
+	u := t.use.Load()
+	if u == nil {
+		u = p.cl.UseTopic(r.Topic) // the same handle for every caller
+		t.use.Store(u)
+	}
+	u.Touch(start.UnixNano())
+
+	recSize := recbatch.RecordSize(0, 0, r.Key, r.Value, r.Headers) + recbatch.HeaderSize
+	if recSize > p.cfg.MaxRequestSize {
+		return fmt.Errorf("%w: the record for %q is %d bytes when encoded, more than max.request.size (%d); raise max.request.size (and the topic's max.message.bytes) or send it smaller",
+			kerr.ErrRecordTooLarge, r.Topic, recSize, p.cfg.MaxRequestSize)
+	}
+	if int64(recSize) > p.cfg.BufferMemory {
+		return fmt.Errorf("%w: the record for %q is %d bytes when encoded, more than buffer.memory (%d)",
+			kerr.ErrRecordTooLarge, r.Topic, recSize, p.cfg.BufferMemory)
+	}
+
+	part := p.partition(t, mt, r, recSize)
+	q := p.acc.queue(t, part)
+	maxBlock := p.cfg.MaxBlock - time.Since(start)
+	if err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock); err != nil {
+		return fmt.Errorf("cannot buffer the record for %s[%d]: %w", r.Topic, part, err)
+	}
+	return nil
+}
+
+// waitMetadata waits, up to max.block.ms, for the topic's metadata and,
+// for an explicit partition, for the topic to have that partition.
+func (p *Producer) waitMetadata(ctx context.Context, r *Record, start time.Time) (*cluster.Topic, error) {
+	ctx, cancel := context.WithDeadline(ctx, start.Add(p.cfg.MaxBlock))
+	defer cancel()
+	for {
+		mt, err := p.cl.WaitTopic(ctx, r.Topic)
+		if err != nil {
+			return nil, err
+		}
+		if !r.PartitionSet {
+			return mt, nil
+		}
+		if r.Partition < 0 {
+			return nil, fmt.Errorf("%w: partition %d of %q is negative", kerr.ErrInvalidRecord, r.Partition, r.Topic)
+		}
+		if int(r.Partition) < len(mt.Partitions) {
+			return mt, nil
+		}
+		// The topic may have just grown: ask again until max.block.ms.
+		if err := p.cl.Refresh(ctx); err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %q has %d partitions, the record asks for partition %d (waited max.block.ms %v for more)",
+				kerr.ErrUnknownPartition, r.Topic, len(mt.Partitions), r.Partition, p.cfg.MaxBlock)
+		}
+	}
+}
+
+// Flush sends every record buffered before the call at once (ignoring
+// linger.ms) and returns when each has its outcome, or when ctx ends.
+func (p *Producer) Flush(ctx context.Context) error {
+	p.acc.flushes.Add(1)
+	defer p.acc.flushes.Add(-1)
+	waits := p.acc.snapshotIncomplete()
+	p.snd.wake()
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("flush: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Close stops accepting records (Send then fails with ErrClosed), sends
+// what is buffered, and waits for it until ctx ends; then what is still
+// buffered or in flight fails with ErrAborted. It returns when every
+// goroutine the producer started has ended, and every callback has run.
+// It returns ctx's error if records had to be aborted.
+func (p *Producer) Close(ctx context.Context) error {
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		p.pool.close() // wakes Sends blocked on memory
+		p.sendMu.Lock()
+		p.sendMu.Unlock() //nolint:staticcheck // empty critical section: waits out Sends under way
+		close(p.snd.closing)
+		p.snd.wake()
+		select {
+		case <-p.snd.done:
+		case <-ctx.Done():
+			p.closeErr = fmt.Errorf("close: %w; records not yet delivered failed with ErrAborted", ctx.Err())
+			close(p.snd.force)
+			<-p.snd.done
+		}
+		p.cl.Close()
+	})
+	return p.closeErr
+}
+
+// compressionLevel is the configured level of codec.
+func (c *Config) compressionLevel(codec recbatch.Codec) int {
+	switch codec {
+	case recbatch.Gzip:
+		return c.CompressionGzipLevel
+	case recbatch.LZ4:
+		return c.CompressionLz4Level
+	case recbatch.Zstd:
+		return c.CompressionZstdLevel
+	}
+	return 0
+}

@@ -1,0 +1,479 @@
+package kprod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kprod/kprod/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// newFake starts an in-process 3-broker cluster with topic "t" of n
+// partitions.
+func newFake(t *testing.T, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	opts = append([]kfake.Opt{kfake.NumBrokers(3), kfake.SeedTopics(partitions, "t")}, opts...)
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func testConfig(c *kfake.Cluster) Config {
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = c.ListenAddrs()
+	return cfg
+}
+
+func newTestProducer(t *testing.T, cfg Config) *Producer {
+	t.Helper()
+	p, err := NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Close(ctx)
+	})
+	return p
+}
+
+// outcomes counts callbacks per record and fails the test on a second
+// call for the same record.
+type outcomes struct {
+	t     *testing.T
+	mu    sync.Mutex
+	calls map[*Record]int
+	errs  map[*Record]error
+	wg    sync.WaitGroup
+}
+
+func newOutcomes(t *testing.T) *outcomes {
+	return &outcomes{t: t, calls: map[*Record]int{}, errs: map[*Record]error{}}
+}
+
+func (o *outcomes) cb() func(*Record, error) {
+	o.wg.Add(1)
+	return func(r *Record, err error) {
+		o.mu.Lock()
+		o.calls[r]++
+		n := o.calls[r]
+		o.errs[r] = err
+		o.mu.Unlock()
+		if n > 1 {
+			o.t.Errorf("callback for record %q called %d times", r.Value, n)
+			return
+		}
+		o.wg.Done()
+	}
+}
+
+func (o *outcomes) wait(t *testing.T, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { o.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("not every callback ran within %v", d)
+	}
+}
+
+func (o *outcomes) errCount() (ok, failed int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, err := range o.errs {
+		if err == nil {
+			ok++
+		} else {
+			failed++
+		}
+	}
+	return
+}
+
+func TestProduceAndConsumeKfake(t *testing.T) {
+	c := newFake(t, 6)
+	p := newTestProducer(t, testConfig(c))
+	const n = 20000
+	o := newOutcomes(t)
+	recs := make([]*Record, n)
+	ctx := context.Background()
+	for i := range recs {
+		recs[i] = &Record{Topic: "t", Key: []byte(fmt.Sprintf("k%d", i%100)), Value: []byte(fmt.Sprintf("v%d", i)),
+			Headers: []Header{{Key: "i", Value: []byte(fmt.Sprint(i))}}}
+		p.Send(ctx, recs[i], o.cb())
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o.wait(t, 10*time.Second)
+	if ok, failed := o.errCount(); ok != n || failed != 0 {
+		t.Fatalf("ok %d failed %d, want %d ok", ok, failed, n)
+	}
+	// Offsets per partition: unique, and in send order per key.
+	seen := map[[2]int64]bool{}
+	lastByKey := map[string]int64{}
+	for _, r := range recs {
+		k := [2]int64{int64(r.Partition), r.Offset}
+		if seen[k] {
+			t.Fatalf("offset %d of partition %d reported twice", r.Offset, r.Partition)
+		}
+		seen[k] = true
+		if last, ok := lastByKey[string(r.Key)]; ok && r.Offset <= last {
+			t.Fatalf("key %s: offset %d after %d", r.Key, r.Offset, last)
+		}
+		lastByKey[string(r.Key)] = r.Offset
+	}
+	// Read back with an independent client.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	byPO := map[[2]int64]*Record{}
+	for _, r := range recs {
+		byPO[[2]int64{int64(r.Partition), r.Offset}] = r
+	}
+	got := 0
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for got < n {
+		fs := cl.PollFetches(rctx)
+		if err := rctx.Err(); err != nil {
+			t.Fatalf("read back %d of %d records: %v", got, n, err)
+		}
+		fs.EachRecord(func(kr *kgo.Record) {
+			got++
+			want := byPO[[2]int64{int64(kr.Partition), kr.Offset}]
+			if want == nil || string(want.Value) != string(kr.Value) || string(want.Key) != string(kr.Key) {
+				t.Fatalf("record at %d/%d: got %q, want %+v", kr.Partition, kr.Offset, kr.Value, want)
+			}
+			if len(kr.Headers) != 1 || string(kr.Headers[0].Value) != string(want.Headers[0].Value) {
+				t.Fatalf("headers differ at %d/%d", kr.Partition, kr.Offset)
+			}
+			if kr.Timestamp.UnixMilli() != want.Timestamp.UnixMilli() {
+				t.Fatalf("timestamp differs at %d/%d", kr.Partition, kr.Offset)
+			}
+		})
+	}
+}
+
+// produceResp answers a produce request with code for every partition
+// for which fail returns true, and a made-up success otherwise.
+func produceResp(req *kmsg.ProduceRequest, code int16, fail func(topic string, p int32) bool) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			if fail == nil || fail(rt.Topic, rp.Partition) {
+				sp.ErrorCode = code
+			} else {
+				sp.BaseOffset = 1000
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+func TestRetriableErrorsRecover(t *testing.T) {
+	for _, be := range []*kerr.BrokerError{
+		kerr.NotLeaderOrFollower, kerr.LeaderNotAvailable, kerr.RequestTimedOut, kerr.NotEnoughReplicas,
+		kerr.NotEnoughReplicasAfterAppend, kerr.UnknownTopicOrPartition, kerr.CorruptMessage,
+	} {
+		t.Run(be.Name, func(t *testing.T) {
+			c := newFake(t, 1)
+			var fails atomic.Int32
+			c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if fails.Add(1) > 3 {
+					return nil, nil, false
+				}
+				return produceResp(r.(*kmsg.ProduceRequest), be.Code, nil), nil, true
+			})
+			cfg := testConfig(c)
+			cfg.RetryBackoff = 10 * time.Millisecond
+			cfg.RetryBackoffMax = 50 * time.Millisecond
+			p := newTestProducer(t, cfg)
+			r := &Record{Topic: "t", Value: []byte("x")}
+			if err := p.SendSync(context.Background(), r); err != nil {
+				t.Fatalf("want success after %s retried, got %v", be.Name, err)
+			}
+			if fails.Load() < 4 {
+				t.Fatalf("produce sent %d times, want 4 (3 failures then success)", fails.Load())
+			}
+		})
+	}
+}
+
+func TestNonRetriableErrorFailsOnlyItsBatch(t *testing.T) {
+	c := newFake(t, 3)
+	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return produceResp(r.(*kmsg.ProduceRequest), kerr.InvalidRecord.Code, func(_ string, p int32) bool { return p == 0 }), nil, true
+	})
+	p := newTestProducer(t, testConfig(c))
+	o := newOutcomes(t)
+	var recs []*Record
+	for part := int32(0); part < 3; part++ {
+		for i := 0; i < 10; i++ {
+			r := (&Record{Topic: "t", Value: []byte(fmt.Sprint(part, i))}).ToPartition(part)
+			recs = append(recs, r)
+			p.Send(context.Background(), r, o.cb())
+		}
+	}
+	o.wait(t, 10*time.Second)
+	for _, r := range recs {
+		err := o.errs[r]
+		if r.Partition == 0 {
+			var re *kerr.ResponseError
+			if !errors.Is(err, kerr.InvalidRecord) || !errors.As(err, &re) || re.Partition != 0 {
+				t.Fatalf("partition 0 record: got %v, want INVALID_RECORD", err)
+			}
+		} else if err != nil {
+			t.Fatalf("partition %d record failed: %v", r.Partition, err)
+		}
+	}
+}
+
+func TestRetryBackoffGrows(t *testing.T) {
+	c := newFake(t, 1)
+	var mu sync.Mutex
+	var times []time.Time
+	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		times = append(times, time.Now())
+		n := len(times)
+		mu.Unlock()
+		if n > 5 {
+			return nil, nil, false
+		}
+		return produceResp(r.(*kmsg.ProduceRequest), kerr.NotEnoughReplicas.Code, nil), nil, true
+	})
+	cfg := testConfig(c)
+	cfg.RetryBackoff = 40 * time.Millisecond
+	cfg.RetryBackoffMax = 2 * time.Second
+	p := newTestProducer(t, cfg)
+	if err := p.SendSync(context.Background(), &Record{Topic: "t", Value: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Expected gaps ≈ 40, 80, 160, 320, 640 ms, each ±20%. The lower
+	// bound is exact (the backoff must be honoured); the upper one leaves
+	// room for a loaded machine.
+	for i := 1; i < len(times); i++ {
+		gap := times[i].Sub(times[i-1])
+		want := cfg.RetryBackoff << (i - 1)
+		if gap < want*8/10 || gap > want*12/10+500*time.Millisecond {
+			t.Errorf("retry %d after %v, want about %v (±20%%)", i, gap, want)
+		}
+	}
+	if first, last := times[1].Sub(times[0]), times[5].Sub(times[4]); last < 4*first {
+		t.Errorf("backoff did not grow: first retry after %v, fifth after %v", first, last)
+	}
+}
+
+func TestDeliveryTimeout(t *testing.T) {
+	c := newFake(t, 1)
+	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return produceResp(r.(*kmsg.ProduceRequest), kerr.NotEnoughReplicas.Code, nil), nil, true
+	})
+	cfg := testConfig(c)
+	cfg.RequestTimeout = 500 * time.Millisecond
+	cfg.DeliveryTimeout = 800 * time.Millisecond
+	cfg.Linger = 0
+	p := newTestProducer(t, cfg)
+	start := time.Now()
+	err := p.SendSync(context.Background(), &Record{Topic: "t", Value: []byte("x")})
+	if !errors.Is(err, ErrDeliveryTimeout) || !errors.Is(err, kerr.NotEnoughReplicas) {
+		t.Fatalf("got %v, want ErrDeliveryTimeout wrapping NOT_ENOUGH_REPLICAS", err)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("delivery timeout of 800ms reported after %v", el)
+	}
+}
+
+func TestBufferFullBlocksThenNoLoss(t *testing.T) {
+	c := newFake(t, 1)
+	release := make(chan struct{})
+	var held atomic.Bool
+	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !held.Load() {
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.BufferMemory = 64 << 10
+	cfg.BatchSize = 16 << 10
+	cfg.MaxBlock = 300 * time.Millisecond
+	cfg.Linger = 0
+	p := newTestProducer(t, cfg)
+	o := newOutcomes(t)
+	val := make([]byte, 1000)
+	// Fill the buffer: the first request is held by the broker.
+	var recs []*Record
+	var full error
+	for i := 0; i < 200 && full == nil; i++ {
+		r := &Record{Topic: "t", Value: val}
+		recs = append(recs, r)
+		done := make(chan error, 1)
+		cb := o.cb()
+		p.Send(context.Background(), r, func(r *Record, err error) {
+			cb(r, err)
+			if errors.Is(err, ErrBufferFull) {
+				done <- err
+			}
+		})
+		select {
+		case full = <-done:
+		default:
+		}
+	}
+	if !errors.Is(full, ErrBufferFull) {
+		t.Fatalf("buffer never filled: want ErrBufferFull after max.block.ms, got %v", full)
+	}
+	held.Store(true)
+	close(release)
+	o.wait(t, 10*time.Second)
+	ok, failed := o.errCount()
+	if failed != 1 || ok != len(recs)-1 {
+		t.Fatalf("ok %d failed %d of %d: only the record that hit max.block.ms may fail", ok, failed, len(recs))
+	}
+}
+
+func TestCloseWithPendingRecordsCallsEveryCallbackOnce(t *testing.T) {
+	c := newFake(t, 3)
+	block := make(chan struct{})
+	defer close(block)
+	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() {
+			select {
+			case <-block:
+			case <-time.After(5 * time.Second):
+			}
+		})
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	p, err := NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOutcomes(t)
+	for i := 0; i < 1000; i++ {
+		p.Send(context.Background(), &Record{Topic: "t", Value: []byte(fmt.Sprint(i))}, o.cb())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := p.Close(ctx); err == nil {
+		t.Fatal("Close with undeliverable records returned nil, want the ctx error")
+	}
+	o.wait(t, time.Second) // Close returned: every callback has run
+	o.mu.Lock()
+	for r, err := range o.errs {
+		if !errors.Is(err, ErrAborted) {
+			t.Fatalf("record %s: got %v, want ErrAborted", r.Value, err)
+		}
+	}
+	o.mu.Unlock()
+	var after error
+	p.Send(context.Background(), &Record{Topic: "t"}, func(_ *Record, err error) { after = err })
+	if !errors.Is(after, ErrClosed) {
+		t.Fatalf("Send after Close: got %v, want ErrClosed", after)
+	}
+}
+
+func TestSendCtxCancelledWhileBlocked(t *testing.T) {
+	c := newFake(t, 1)
+	block := make(chan struct{})
+	defer close(block)
+	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { <-block })
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.BufferMemory = 32 << 10
+	cfg.BatchSize = 16 << 10
+	cfg.Linger = 0
+	p, err := NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		p.Close(ctx)
+	}()
+	val := make([]byte, 15000)
+	p.Send(context.Background(), &Record{Topic: "t", Value: val}, nil)
+	p.Send(context.Background(), &Record{Topic: "t", Value: val}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	var got error
+	p.Send(ctx, &Record{Topic: "t", Value: val}, func(_ *Record, err error) { got = err })
+	if !errors.Is(got, context.Canceled) || !errors.Is(got, ErrBufferFull) {
+		t.Fatalf("got %v, want ErrBufferFull wrapping context.Canceled", got)
+	}
+}
+
+func TestRecordTooLarge(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	cfg.MaxRequestSize = 10000
+	p := newTestProducer(t, cfg)
+	err := p.SendSync(context.Background(), &Record{Topic: "t", Value: make([]byte, 20000)})
+	if !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("got %v, want ErrRecordTooLarge", err)
+	}
+	if err := p.SendSync(context.Background(), &Record{Topic: "t", Value: []byte("small")}); err != nil {
+		t.Fatalf("a small record after a large one: %v", err)
+	}
+}
+
+func TestUnknownTopic(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	cfg.MaxBlock = 500 * time.Millisecond
+	p := newTestProducer(t, cfg)
+	start := time.Now()
+	err := p.SendSync(context.Background(), &Record{Topic: "nope", Value: []byte("x")})
+	if !errors.Is(err, ErrUnknownTopic) {
+		t.Fatalf("got %v, want ErrUnknownTopic", err)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("unknown topic reported after %v, max.block.ms is 500ms", el)
+	}
+}
+
+func TestUnknownPartition(t *testing.T) {
+	c := newFake(t, 2)
+	cfg := testConfig(c)
+	cfg.MaxBlock = 300 * time.Millisecond
+	p := newTestProducer(t, cfg)
+	err := p.SendSync(context.Background(), (&Record{Topic: "t", Value: []byte("x")}).ToPartition(7))
+	if !errors.Is(err, ErrUnknownPartition) {
+		t.Fatalf("got %v, want ErrUnknownPartition", err)
+	}
+}

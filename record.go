@@ -1,0 +1,67 @@
+package kprod
+
+import (
+	"time"
+
+	"github.com/kprod/kprod/internal/recbatch"
+)
+
+// Header is a record header: a key and an optional value (nil is a null
+// value, which Kafka keeps apart from an empty one).
+type Header = recbatch.Header
+
+// Record is one Kafka record. The caller fills Topic, Key, Value,
+// Headers and optionally Timestamp and a partition; on success kprod
+// fills Partition, Offset and Timestamp before the callback runs.
+//
+// The record, its key, value and headers must not be changed from Send
+// until its callback has run: kprod encodes the record into its batch
+// during Send, but the callback receives this same *Record.
+type Record struct {
+	Topic string
+
+	// Key is hashed (murmur2, as the Java client does) to pick the
+	// partition; nil is a null key.
+	Key []byte
+	// Value is the payload; nil is a null value (a tombstone on
+	// compacted topics).
+	Value   []byte
+	Headers []Header
+
+	// Timestamp is the record's CreateTime; zero means the time of Send.
+	// For topics with message.timestamp.type=LogAppendTime, it holds the
+	// broker's append time after delivery.
+	Timestamp time.Time
+
+	// Partition is the partition to write to when PartitionSet is true
+	// (see ToPartition); otherwise the partitioner picks one. After
+	// delivery it holds the partition the record was written to.
+	Partition int32
+	// PartitionSet says that Partition was chosen by the caller.
+	PartitionSet bool
+
+	// Offset is set on success: the record's offset in its partition,
+	// or -1 with acks=0 (the broker does not say).
+	Offset int64
+
+	// LeaderEpoch is the epoch of the partition leader that the record was
+	// produced to, or -1 if unknown.
+	LeaderEpoch int32
+}
+
+// ToPartition sets an explicit partition for the record and returns it.
+func (r *Record) ToPartition(p int32) *Record {
+	r.Partition = p
+	r.PartitionSet = true
+	return r
+}
+
+// StringRecord is a convenience for a record with a string key and value;
+// an empty key is a null key.
+func StringRecord(topic, key, value string) *Record {
+	r := &Record{Topic: topic, Value: []byte(value)}
+	if key != "" {
+		r.Key = []byte(key)
+	}
+	return r
+}

@@ -1,0 +1,571 @@
+package kprod
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kprod/kprod/internal/broker"
+	"github.com/kprod/kprod/internal/cluster"
+	"github.com/kprod/kprod/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// sender is the seeds' Sender: one goroutine that loops ready → drain →
+// send → handle responses → expire. It is the only goroutine that takes
+// batches out of the deques, puts them back, seals them and completes
+// them, so batch delivery state needs no lock. It sleeps until the next
+// linger or backoff deadline, or until woken: a new batch, a response, a
+// connection made, new metadata, a flush or a close.
+type sender struct {
+	p *Producer
+
+	wakeCh chan struct{} // cap 1
+
+	resMu   sync.Mutex
+	results []*produceResult // responses handed over by connection goroutines; guarded by resMu
+
+	closing chan struct{} // Close: send everything, ignore linger, then stop
+	force   chan struct{} // Close's ctx ended: fail what is left, then stop
+	done    chan struct{} // closed when run returns
+
+	rotate    int                 // partition to start draining from, so none starves
+	inflight  int                 // produce requests in flight
+	throttled map[int32]time.Time // broker → end of its throttle
+	inFlightB map[*batch]struct{} // batches in flight, for delivery.timeout.ms
+}
+
+// produceResult is one produce request's outcome, handed from the
+// connection's reader goroutine to the sender.
+type produceResult struct {
+	broker  int32
+	batches []*batch
+	resp    kmsg.Response
+	err     error
+}
+
+func newSender(p *Producer) *sender {
+	return &sender{
+		p:         p,
+		wakeCh:    make(chan struct{}, 1),
+		closing:   make(chan struct{}),
+		force:     make(chan struct{}),
+		done:      make(chan struct{}),
+		throttled: map[int32]time.Time{},
+		inFlightB: map[*batch]struct{}{},
+	}
+}
+
+func (s *sender) wake() {
+	select {
+	case s.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *sender) run() {
+	defer close(s.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.handleResults()
+		now := time.Now()
+		closing, forced := isClosed(s.closing), isClosed(s.force)
+		closingCh := s.closing
+		if closing {
+			closingCh = nil // seen; do not spin on it
+		}
+		if forced {
+			s.abortQueued()
+			if s.inflight == 0 {
+				return
+			}
+			// Closing the connections fails what is in flight; those
+			// results come back through handleResults.
+			s.p.cl.Close()
+		} else {
+			next, sent := s.sendReady(now, closing)
+			s.expireInFlight(now)
+			if closing && s.inflight == 0 && !s.p.acc.hasIncomplete() {
+				return
+			}
+			if sent {
+				continue // more may be sendable right away
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			if !next.IsZero() {
+				timer.Reset(max(time.Until(next), 0))
+			} else {
+				timer.Reset(time.Hour)
+			}
+		}
+		select {
+		case <-s.wakeCh:
+		case <-timer.C:
+		case <-closingCh:
+		case <-s.force:
+		}
+	}
+}
+
+// sendReady is ready() and drain() in one pass: it walks every partition,
+// starting from a rotating index, and collects, per leader that can take a
+// request, the first batch of each partition that is sendable — full, or
+// lingered long enough, or wanted now by a flush, a close or a sender
+// blocked on memory — up to max.request.size. It returns when it should
+// run again at the latest and whether it sent anything.
+func (s *sender) sendReady(now time.Time, closing bool) (next time.Time, sent bool) {
+	p := s.p
+	snap := p.cl.Snapshot()
+	parts := *p.acc.parts.Load()
+	if len(parts) == 0 {
+		return next, false
+	}
+	urgent := closing || p.acc.flushes.Load() > 0 || p.pool.hasWaiters()
+	linger := time.Duration(p.acc.lingerNs)
+	soon := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+
+	type drained struct {
+		b      *broker.Broker
+		bytes  int
+		bs     []*batch
+		topics map[string]*cluster.Topic
+	}
+	var byLeader map[int32]*drained
+	notReady := map[int32]bool{}
+	needMeta := false
+
+	s.rotate = (s.rotate + 1) % len(parts)
+	for i := range parts {
+		q := parts[(s.rotate+i)%len(parts)]
+		q.mu.Lock()
+		s.expireQueuedLocked(q, now)
+		if len(q.batches) == 0 {
+			q.mu.Unlock()
+			continue
+		}
+		b := q.batches[0]
+		if b.retryAt.After(now) {
+			soon(b.retryAt)
+			q.mu.Unlock()
+			continue
+		}
+		if p.guaranteeOrder && q.inflight > 0 {
+			q.mu.Unlock() // muted until its batch in flight completes
+			continue
+		}
+		sendable := len(q.batches) > 1 || b.full || urgent || now.Sub(b.created) >= linger
+		if !sendable {
+			soon(b.created.Add(linger))
+			q.mu.Unlock()
+			continue
+		}
+		leader := snap.Leader(q.topic.name, q.partition)
+		if leader < 0 {
+			needMeta = true
+			q.mu.Unlock()
+			continue
+		}
+		if notReady[leader] {
+			q.mu.Unlock()
+			continue
+		}
+		d := byLeader[leader]
+		if d == nil {
+			if until, ok := s.throttled[leader]; ok && until.After(now) {
+				soon(until)
+				notReady[leader] = true
+				q.mu.Unlock()
+				continue
+			}
+			br := p.cl.Broker(leader)
+			if br == nil || !br.Ready() {
+				if br == nil {
+					needMeta = true
+				} else if t := br.BackoffUntil(); t.After(now) {
+					soon(t)
+				}
+				notReady[leader] = true
+				q.mu.Unlock()
+				continue
+			}
+			d = &drained{b: br, topics: map[string]*cluster.Topic{}}
+			if byLeader == nil {
+				byLeader = map[int32]*drained{}
+			}
+			byLeader[leader] = d
+		}
+		size := len(b.wire)
+		if b.wire == nil {
+			size = b.bld.Size()
+		}
+		if len(d.bs) > 0 && d.bytes+size > p.cfg.MaxRequestSize {
+			q.mu.Unlock()
+			continue // next round
+		}
+		// Once full is set under the lock no appender touches the batch,
+		// so it is sealed outside the lock.
+		b.full = true
+		q.batches[0] = nil
+		q.batches = q.batches[1:]
+		q.mu.Unlock()
+		if b.wire == nil {
+			b.wire = b.bld.Seal(p.acc.codecOpts)
+		}
+		q.inflight++
+		d.bs = append(d.bs, b)
+		d.bytes += len(b.wire)
+		d.topics[q.topic.name] = snap.Topics[q.topic.name]
+	}
+	if needMeta {
+		p.cl.RequestRefresh()
+	}
+	for leader, d := range byLeader {
+		s.send(leader, d.b, d.bs, d.topics)
+		sent = true
+	}
+	return next, sent
+}
+
+// send builds one produce request for a broker and hands it to the
+// connection. The broker was Ready a moment ago; if it is not any more,
+// the batches go back to the front of their deques untouched.
+func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[string]*cluster.Topic) {
+	p := s.p
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = int16(p.cfg.Acks)
+	req.TimeoutMillis = int32(p.cfg.RequestTimeout / time.Millisecond)
+	for _, b := range bs {
+		name := b.q.topic.name
+		var rt *kmsg.ProduceRequestTopic
+		for i := range req.Topics {
+			if req.Topics[i].Topic == name {
+				rt = &req.Topics[i]
+			}
+		}
+		if rt == nil {
+			t := kmsg.NewProduceRequestTopic()
+			t.Topic = name
+			if mt := topics[name]; mt != nil {
+				t.TopicID = mt.ID // Produce v13 names topics by id (KIP-516)
+			}
+			req.Topics = append(req.Topics, t)
+			rt = &req.Topics[len(req.Topics)-1]
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = b.q.partition
+		rp.Records = b.wire
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	res := &produceResult{broker: leader, batches: bs}
+	noResp := p.cfg.Acks == AcksNone
+	ok := br.TrySend(req, noResp, func(resp kmsg.Response, err error) {
+		res.resp, res.err = resp, err
+		s.resMu.Lock()
+		s.results = append(s.results, res)
+		s.resMu.Unlock()
+		s.wake()
+	})
+	if !ok {
+		for _, b := range bs {
+			b.q.inflight--
+			s.requeue(b)
+		}
+		return
+	}
+	s.inflight++
+	for _, b := range bs {
+		b.inFlight = true
+		s.inFlightB[b] = struct{}{}
+	}
+}
+
+// requeue puts a batch back at the front of its deque, in creation order
+// among the batches already put back, so that retries keep their order.
+func (s *sender) requeue(b *batch) {
+	q := b.q
+	q.mu.Lock()
+	i := 0
+	for i < len(q.batches) && q.batches[i].wire != nil && q.batches[i].id < b.id {
+		i++
+	}
+	q.batches = append(q.batches, nil)
+	copy(q.batches[i+1:], q.batches[i:])
+	q.batches[i] = b
+	q.mu.Unlock()
+}
+
+func (s *sender) handleResults() {
+	s.resMu.Lock()
+	rs := s.results
+	s.results = nil
+	s.resMu.Unlock()
+	for _, r := range rs {
+		s.inflight--
+		s.handle(r)
+	}
+}
+
+func (s *sender) handle(r *produceResult) {
+	p := s.p
+	now := time.Now()
+	live := r.batches[:0:0]
+	for _, b := range r.batches {
+		b.q.inflight--
+		b.inFlight = false
+		delete(s.inFlightB, b)
+		if b.completed {
+			// Failed by delivery.timeout.ms while in flight; its memory
+			// could only be released now that the request is done.
+			p.acc.release(b)
+			continue
+		}
+		live = append(live, b)
+	}
+	r.batches = live
+	if r.err != nil {
+		// The request as a whole failed: network, timeout, version.
+		p.cl.RequestRefresh()
+		for _, b := range r.batches {
+			s.retryOrFail(b, now, r.err)
+		}
+		return
+	}
+	if r.resp == nil { // acks=0: done once written
+		for _, b := range r.batches {
+			s.complete(b, -1, -1, -1, nil)
+		}
+		return
+	}
+	resp := r.resp.(*kmsg.ProduceResponse)
+	if resp.ThrottleMillis > 0 {
+		// Kafka ≥ 2.0 throttles after answering (KIP-219): the client
+		// must not send to that broker until the time has passed.
+		s.throttled[r.broker] = now.Add(time.Duration(resp.ThrottleMillis) * time.Millisecond)
+	}
+	names := map[[16]byte]string{}
+	for _, b := range r.batches {
+		if mt := p.cl.Snapshot().Topics[b.q.topic.name]; mt != nil {
+			names[mt.ID] = mt.Name
+		}
+	}
+	answered := make(map[*batch]bool, len(r.batches))
+	refresh := false
+	for _, t := range resp.Topics {
+		name := t.Topic
+		if name == "" {
+			name = names[t.TopicID]
+		}
+		for _, rp := range t.Partitions {
+			b := findBatch(r.batches, name, rp.Partition)
+			if b == nil || answered[b] {
+				continue
+			}
+			answered[b] = true
+			if rp.ErrorCode == 0 {
+				s.complete(b, rp.BaseOffset, rp.LogAppendTime, leaderEpoch(p.cl.Snapshot(), b), nil)
+				continue
+			}
+			be := kerr.ForCode(rp.ErrorCode).(*kerr.BrokerError)
+			msg := ""
+			if rp.ErrorMessage != nil {
+				msg = *rp.ErrorMessage
+			}
+			err := &kerr.ResponseError{Err: be, Message: msg, Broker: r.broker, Topic: name, Partition: rp.Partition}
+			if leaderMoved(be) {
+				refresh = true
+			}
+			s.retryOrFail(b, now, err)
+		}
+	}
+	for _, b := range r.batches {
+		if !answered[b] {
+			s.retryOrFail(b, now, fmt.Errorf("%w: broker %d did not answer for %s[%d] in its produce response",
+				kerr.ErrConnectionLost, r.broker, b.q.topic.name, b.q.partition))
+		}
+	}
+	if refresh {
+		p.cl.RequestRefresh()
+	}
+}
+
+func findBatch(bs []*batch, topic string, partition int32) *batch {
+	for _, b := range bs {
+		if b.q.partition == partition && b.q.topic.name == topic {
+			return b
+		}
+	}
+	return nil
+}
+
+func leaderEpoch(snap *cluster.Snapshot, b *batch) int32 {
+	if t := snap.Topics[b.q.topic.name]; t != nil && int(b.q.partition) < len(t.Partitions) {
+		return t.Partitions[b.q.partition].LeaderEpoch
+	}
+	return -1
+}
+
+// leaderMoved: errors after which the metadata is stale.
+func leaderMoved(be *kerr.BrokerError) bool {
+	switch be.Code {
+	case kerr.NotLeaderOrFollower.Code, kerr.LeaderNotAvailable.Code, kerr.UnknownTopicOrPartition.Code,
+		kerr.FencedLeaderEpoch.Code, kerr.UnknownLeaderEpoch.Code, kerr.KafkaStorageError.Code:
+		return true
+	}
+	return false
+}
+
+// retryOrFail decides a batch's fate after a failed attempt: back to the
+// front of its deque after backoff if the error is retriable and retries
+// and delivery.timeout.ms allow, else fail it.
+func (s *sender) retryOrFail(b *batch, now time.Time, cause error) {
+	p := s.p
+	switch {
+	case isClosed(s.force):
+		s.complete(b, -1, -1, -1, fmt.Errorf("%w: the producer was closed before the broker acknowledged it (last error: %w)", kerr.ErrAborted, cause))
+	case !kerr.IsRetriable(cause):
+		s.complete(b, -1, -1, -1, cause)
+	case now.Sub(b.created) >= p.cfg.DeliveryTimeout:
+		s.complete(b, -1, -1, -1, s.timeoutErr(b, now, cause))
+	case b.attempts >= p.cfg.Retries:
+		s.complete(b, -1, -1, -1, fmt.Errorf("giving up on %s[%d] after %d retries (retries): %w", b.q.topic.name, b.q.partition, b.attempts, cause))
+	default:
+		b.attempts++
+		b.lastErr = cause
+		backoff := broker.Jitter(broker.Exponential(p.cfg.RetryBackoff, p.cfg.RetryBackoffMax, b.attempts-1))
+		b.retryAt = now.Add(backoff)
+		p.log.Debug("retrying batch", "topic", b.q.topic.name, "partition", b.q.partition,
+			"attempt", b.attempts, "backoff", backoff, "err", cause)
+		s.requeue(b)
+	}
+}
+
+func (s *sender) timeoutErr(b *batch, now time.Time, cause error) error {
+	err := fmt.Errorf("%w: %d records for %s[%d] waited %v (delivery.timeout.ms %v) after %d attempts",
+		kerr.ErrDeliveryTimeout, len(b.recs), b.q.topic.name, b.q.partition, now.Sub(b.created).Round(time.Millisecond), s.p.cfg.DeliveryTimeout, b.attempts)
+	if cause != nil {
+		err = fmt.Errorf("%w; last error: %w", err, cause)
+	}
+	return err
+}
+
+// expireQueuedLocked fails batches at the front of a deque that have
+// waited longer than delivery.timeout.ms (Java's expiredBatches).
+func (s *sender) expireQueuedLocked(q *partq, now time.Time) {
+	for len(q.batches) > 0 {
+		b := q.batches[0]
+		if now.Sub(b.created) < s.p.cfg.DeliveryTimeout {
+			return
+		}
+		q.batches[0] = nil
+		q.batches = q.batches[1:]
+		b.full = true
+		q.mu.Unlock()
+		cause := b.lastErr
+		if cause == nil {
+			cause = s.whyNotSent(q)
+		}
+		s.complete(b, -1, -1, -1, s.timeoutErr(b, now, cause))
+		q.mu.Lock()
+	}
+}
+
+// whyNotSent explains a batch that expired in its deque.
+func (s *sender) whyNotSent(q *partq) error {
+	leader := s.p.cl.Snapshot().Leader(q.topic.name, q.partition)
+	if leader < 0 {
+		return fmt.Errorf("no leader known for %s[%d]", q.topic.name, q.partition)
+	}
+	if br := s.p.cl.Broker(leader); br != nil {
+		if err := br.LastError(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expireInFlight fails in-flight batches whose delivery.timeout.ms has
+// passed, as the Java client does, so that the callback comes on time
+// even when the broker does not answer; the late response is ignored.
+func (s *sender) expireInFlight(now time.Time) {
+	for b := range s.inFlightB {
+		if now.Sub(b.created) >= s.p.cfg.DeliveryTimeout {
+			delete(s.inFlightB, b)
+			cause := b.lastErr
+			if cause == nil {
+				cause = errors.New("the broker has not answered the produce request yet")
+			}
+			s.complete(b, -1, -1, -1, s.timeoutErr(b, now, cause))
+		}
+	}
+}
+
+// abortQueued fails every batch still in a deque (Close's ctx ended).
+func (s *sender) abortQueued() {
+	for _, q := range *s.p.acc.parts.Load() {
+		q.mu.Lock()
+		bs := q.batches
+		q.batches = nil
+		for _, b := range bs {
+			b.full = true
+		}
+		q.mu.Unlock()
+		for _, b := range bs {
+			s.complete(b, -1, -1, -1, fmt.Errorf("%w: %s[%d] was still buffered when the producer was closed", kerr.ErrAborted, b.q.topic.name, b.q.partition))
+		}
+	}
+}
+
+// complete runs every callback of a batch, in offset order, and frees it.
+// Exactly once per batch: a batch failed by delivery.timeout.ms while in
+// flight is marked completed, and its late response only frees it. The
+// memory of a batch in flight is released when its request is done, as
+// the connection may still be writing it.
+func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32, err error) {
+	if b.completed {
+		return
+	}
+	b.completed = true
+	delete(s.inFlightB, b)
+	for i := range b.recs {
+		pr := &b.recs[i]
+		r := pr.rec
+		if err == nil {
+			r.Partition = b.q.partition
+			r.LeaderEpoch = epoch
+			if baseOffset >= 0 {
+				r.Offset = baseOffset + int64(i)
+			} else {
+				r.Offset = -1
+			}
+			if logAppendTime >= 0 {
+				r.Timestamp = time.UnixMilli(logAppendTime)
+			}
+		}
+		pr.cb(r, err)
+		*pr = pending{}
+	}
+	s.p.acc.finish(b)
+	if !b.inFlight {
+		s.p.acc.release(b)
+	}
+}
