@@ -1,0 +1,145 @@
+package recbatch
+
+import (
+	"hash/crc32"
+	"math/rand/v2"
+	"testing"
+)
+
+const benchBatchSize = 16 << 10 // batch.size default
+
+// BenchmarkAppend is the producer's hot path: 100-byte values appended to a
+// batch that is Reset (buffer reused) whenever the next record would not fit
+// under batch.size. Steady state must be 0 allocs/op.
+func BenchmarkAppend(b *testing.B) {
+	r := rand.New(rand.NewPCG(31, 32))
+	value := textish(r, 100)
+	key := []byte("user-000000042")
+	headers := []Header{{Key: "trace-id", Value: []byte("0af7651916cd43dd")}}
+	buf := make([]byte, 0, benchBatchSize)
+	var bl Builder
+	ts := int64(1_700_000_000_000)
+	bl.Reset(buf, ts)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(value)))
+	for b.Loop() {
+		ts++
+		if !bl.HasRoomFor(ts, key, value, headers, benchBatchSize) {
+			bl.Reset(bl.Release(), ts)
+		}
+		bl.Append(ts, key, value, headers)
+	}
+}
+
+func fillBatch(bl *Builder, r *rand.Rand) {
+	ts := int64(1_700_000_000_000)
+	bl.Reset(make([]byte, 0, benchBatchSize), ts)
+	for i := 0; ; i++ {
+		value := textish(r, 100)
+		key := []byte("user-000000042")
+		if !bl.HasRoomFor(ts+int64(i), key, value, nil, benchBatchSize) {
+			return
+		}
+		bl.Append(ts+int64(i), key, value, nil)
+	}
+}
+
+// BenchmarkSeal seals a full 16 KiB batch of text-like records per codec.
+// Sealing again re-runs header, compression and CRC over the same records,
+// with the Builder's compression buffer and the Compressor's encoders
+// reused, as they are across batches in steady state.
+func BenchmarkSeal(b *testing.B) {
+	r := rand.New(rand.NewPCG(33, 34))
+	for _, c := range allCodecs {
+		b.Run(c.String(), func(b *testing.B) {
+			var bl Builder
+			fillBatch(&bl, r)
+			comp := mustCompressor(b, c)
+			opts := SealOptions{Compressor: comp, Idempotent: true, ProducerID: 1}
+			bl.Seal(opts) // warm up: encoder state, compression buffer
+			b.ReportAllocs()
+			b.SetBytes(int64(bl.UncompressedSize()))
+			for b.Loop() {
+				bl.Seal(opts)
+			}
+			b.ReportMetric(float64(len(bl.Sealed()))/float64(bl.UncompressedSize()), "ratio")
+		})
+	}
+}
+
+func BenchmarkSetProducerState(b *testing.B) {
+	var bl Builder
+	fillBatch(&bl, rand.New(rand.NewPCG(35, 36)))
+	wire := bl.Seal(SealOptions{})
+	b.ReportAllocs()
+	b.SetBytes(int64(len(wire)))
+	for b.Loop() {
+		if err := SetProducerState(wire, 1, 2, 3); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCRC is the CRC-32C over a 16 KiB batch, the cost Seal and
+// SetProducerState pay on top of encoding.
+func BenchmarkCRC(b *testing.B) {
+	data := randomBytes(rand.New(rand.NewPCG(37, 38)), benchBatchSize)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		crc32.Checksum(data, castagnoli)
+	}
+}
+
+func BenchmarkDecompress(b *testing.B) {
+	r := rand.New(rand.NewPCG(39, 40))
+	in := textish(r, benchBatchSize)
+	d := mustDecompressor(b)
+	for _, c := range allCodecs {
+		b.Run(c.String(), func(b *testing.B) {
+			z, _ := mustCompressor(b, c).AppendCompressed(nil, in)
+			dst := make([]byte, 0, 2*len(in))
+			b.ReportAllocs()
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				var err error
+				if dst, err = d.AppendDecompressed(dst[:0], z, c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// The zero-allocation promise, checked in every test run rather than only
+// when someone reads benchmark output. (The race detector allocates on its
+// own, so the check is off under -race.)
+func TestSteadyStateAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race")
+	}
+	r := rand.New(rand.NewPCG(41, 42))
+	value := textish(r, 100)
+	key := []byte("key")
+	headers := []Header{{Key: "h", Value: nil}}
+	var bl Builder
+	bl.Reset(make([]byte, 0, benchBatchSize), 0)
+	ts := int64(0)
+	if n := testing.AllocsPerRun(10_000, func() {
+		ts++
+		if !bl.HasRoomFor(ts, key, value, headers, benchBatchSize) {
+			bl.Reset(bl.Release(), ts)
+		}
+		bl.Append(ts, key, value, headers)
+	}); n != 0 {
+		t.Errorf("Append: %v allocs per record", n)
+	}
+	for _, c := range allCodecs {
+		fillBatch(&bl, r)
+		opts := SealOptions{Compressor: mustCompressor(t, c)}
+		bl.Seal(opts)
+		if n := testing.AllocsPerRun(50, func() { bl.Seal(opts) }); n != 0 {
+			t.Errorf("Seal %v: %v allocs per batch", c, n)
+		}
+	}
+}

@@ -1,0 +1,387 @@
+package recbatch
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"slices"
+)
+
+// HeaderSize is the size of the v2 batch header that precedes the records:
+// baseOffset(8) batchLength(4) partitionLeaderEpoch(4) magic(1) crc(4)
+// attributes(2) lastOffsetDelta(4) baseTimestamp(8) maxTimestamp(8)
+// producerId(8) producerEpoch(2) baseSequence(4) recordCount(4).
+const HeaderSize = 61
+
+// Magic is the message format version this package writes.
+const Magic = 2
+
+// Producer state written when the producer has no idempotence, as the Java
+// client's RecordBatch.NO_PRODUCER_ID / NO_PRODUCER_EPOCH / NO_SEQUENCE.
+const (
+	NoProducerID    int64 = -1
+	NoProducerEpoch int16 = -1
+	NoSequence      int32 = -1
+)
+
+// Byte offsets of the header fields. Everything from offAttributes to the
+// end of the batch is covered by the CRC.
+const (
+	offLength          = 8
+	offLeaderEpoch     = 12
+	offMagic           = 16
+	offCRC             = 17
+	offAttributes      = 21
+	offLastOffsetDelta = 23
+	offBaseTimestamp   = 27
+	offMaxTimestamp    = 35
+	offProducerID      = 43
+	offProducerEpoch   = 51
+	offBaseSequence    = 53
+	offRecordCount     = 57
+)
+
+// Attribute bits. Bit 3 (timestamp type) stays 0 = CreateTime: a producer
+// never writes LogAppendTime, the broker stamps that itself.
+const (
+	attrCodecMask     = 0x07
+	attrTransactional = 0x10
+	// attrControl (0x20) marks broker-written transaction markers; a
+	// producer never sets it.
+)
+
+// compressionEstimateFactor pads the estimated compressed size the way the
+// Java client's MemoryRecordsBuilder.COMPRESSION_RATE_ESTIMATION_FACTOR does,
+// so that batches rarely overshoot batch.size once actually compressed.
+const compressionEstimateFactor = 1.05
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrMalformedBatch is returned by SetProducerState when the bytes given are
+// not a sealed v2 batch.
+var ErrMalformedBatch = errors.New("recbatch: not a well-formed v2 record batch")
+
+// Header is a record header. A nil Value is written as a null value (length
+// -1), an empty non-nil Value as an empty one, as in the Java client.
+//
+// The public kprod package should declare its header type as an alias,
+// type Header = recbatch.Header, so that a record's []Header can be passed to
+// Append without a conversion (which would have to copy, i.e. allocate).
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// SealOptions says how a batch is finished. The zero value seals an
+// uncompressed batch of a producer without idempotence.
+type SealOptions struct {
+	// Compressor compresses the records section; nil means no
+	// compression.
+	Compressor *Compressor
+
+	// Idempotent selects whether ProducerID, ProducerEpoch and
+	// BaseSequence are written. When false, -1 is written for all three
+	// (NoProducerID, NoProducerEpoch, NoSequence), which is what a broker
+	// expects from a producer without enable.idempotence: with any other
+	// producer id it would run its sequence checks on the batch. The
+	// state can also be patched in later with SetProducerState.
+	Idempotent    bool
+	ProducerID    int64
+	ProducerEpoch int16
+	BaseSequence  int32
+
+	// Transactional sets attribute bit 4; only meaningful together with
+	// a producer id.
+	Transactional bool
+}
+
+// There is no partitionLeaderEpoch option: producers always write -1
+// (RecordBatch.NO_PARTITION_LEADER_EPOCH in the Java client) and the leader
+// overwrites it when it appends the batch to its log.
+
+// Builder accumulates the records of one batch. It is the Go counterpart of
+// the Java client's MemoryRecordsBuilder for magic v2.
+//
+// A Builder is not safe for concurrent use; the accumulator serialises
+// appends to a partition's open batch anyway. The zero value is unusable
+// until Reset.
+//
+// Ownership: the buffer passed to Reset (grown as needed by Append) holds the
+// records and, for an uncompressed batch, is the sealed batch itself. A
+// compressed batch is written into a second buffer that the Builder keeps
+// and reuses on the next Seal. So the bytes Seal returns stay valid until the
+// next Reset or Seal of the same Builder: keep the Builder with its batch
+// until the broker has acknowledged it, then Release the buffer to its pool
+// and Reset the Builder for a new batch.
+type Builder struct {
+	buf    []byte // header placeholder + records
+	out    []byte // compressed batch, capacity kept across batches
+	sealed []byte // result of the last Seal; nil while open
+
+	baseTs   int64
+	maxTs    int64
+	n        int32
+	estimate float32 // expected compression ratio; 0 = uncompressed
+}
+
+// Reset starts a new batch in buf, which should come from a pool: its
+// contents are ignored, its capacity reused (Append grows it if a record
+// does not fit). firstTimestampMs becomes the batch's baseTimestamp, against
+// which every record's timestamp delta is taken; pass the timestamp of the
+// record that opens the batch, as the Java client does.
+func (b *Builder) Reset(buf []byte, firstTimestampMs int64) {
+	if cap(buf) < HeaderSize {
+		buf = make([]byte, HeaderSize)
+	}
+	b.buf = buf[:HeaderSize]
+	b.sealed = nil
+	b.baseTs = firstTimestampMs
+	b.maxTs = firstTimestampMs
+	b.n = 0
+	b.estimate = 0
+}
+
+// Release hands back the records buffer (length 0, possibly grown since
+// Reset) so that it can be returned to its pool, and drops the Builder's
+// reference to it. For an uncompressed batch the sealed bytes live in that
+// buffer, so release only once the batch is done with. The compression
+// buffer stays with the Builder for its next batch.
+func (b *Builder) Release() []byte {
+	buf := b.buf[:0]
+	b.buf = nil
+	b.sealed = nil
+	return buf
+}
+
+// SetCompressionEstimate tells the size estimate (Size, HasRoomFor, IsFull)
+// to expect the records to shrink to ratio of their uncompressed size when
+// sealed, as the Java client's CompressionRatioEstimator does per topic. A
+// ratio <= 0 (the default after Reset) means no compression: the estimate is
+// then the exact uncompressed size.
+func (b *Builder) SetCompressionEstimate(ratio float32) { b.estimate = ratio }
+
+// NumRecords is the number of records appended since Reset.
+func (b *Builder) NumRecords() int { return int(b.n) }
+
+// FirstTimestamp is the batch's baseTimestamp, as given to Reset.
+func (b *Builder) FirstTimestamp() int64 { return b.baseTs }
+
+// MaxTimestamp is the largest record timestamp appended so far (the
+// baseTimestamp while the batch is empty).
+func (b *Builder) MaxTimestamp() int64 { return b.maxTs }
+
+// UncompressedSize is the exact size of the batch if sealed without
+// compression: HeaderSize plus the encoded records.
+func (b *Builder) UncompressedSize() int { return len(b.buf) }
+
+// Size is the batch's size on the wire: exact once sealed; before that the
+// uncompressed size, or with a compression estimate set, the header plus
+// the records scaled by that estimate (Java's estimatedSizeInBytes).
+func (b *Builder) Size() int {
+	if b.sealed != nil {
+		return len(b.sealed)
+	}
+	return b.estimatedSize()
+}
+
+func (b *Builder) estimatedSize() int {
+	if b.estimate <= 0 {
+		return len(b.buf)
+	}
+	records := float32(len(b.buf)-HeaderSize) * b.estimate * compressionEstimateFactor
+	return HeaderSize + int(records)
+}
+
+// CompressionRatio is, after Seal, the size of the sealed records section
+// divided by its uncompressed size: what the Java client feeds back into its
+// per-topic compression ratio estimate. It is 1 for an uncompressed or empty
+// batch and before Seal.
+func (b *Builder) CompressionRatio() float32 {
+	raw := len(b.buf) - HeaderSize
+	if b.sealed == nil || raw <= 0 {
+		return 1
+	}
+	return float32(len(b.sealed)-HeaderSize) / float32(raw)
+}
+
+// Sealed returns what the last Seal returned, or nil if the batch is open.
+func (b *Builder) Sealed() []byte { return b.sealed }
+
+// RecordSize is the exact encoded size of one record, including its leading
+// length varint. A nil key or value is encoded as null (length -1), a
+// non-nil empty one as empty; likewise for header values.
+func RecordSize(offsetDelta int32, tsDelta int64, key, value []byte, headers []Header) int {
+	body := recordBodySize(offsetDelta, tsDelta, key, value, headers)
+	return varintLen(int64(body)) + body
+}
+
+func recordBodySize(offsetDelta int32, tsDelta int64, key, value []byte, headers []Header) int {
+	n := 1 + // attributes, unused and always 0
+		varintLen(tsDelta) +
+		varintLen(int64(offsetDelta)) +
+		nullableBytesSize(key) +
+		nullableBytesSize(value) +
+		varintLen(int64(len(headers)))
+	for i := range headers {
+		h := &headers[i]
+		n += varintLen(int64(len(h.Key))) + len(h.Key) + nullableBytesSize(h.Value)
+	}
+	return n
+}
+
+func nullableBytesSize(p []byte) int {
+	if p == nil {
+		return 1 // varint(-1)
+	}
+	return varintLen(int64(len(p))) + len(p)
+}
+
+func putNullableBytes(dst, p []byte) int {
+	if p == nil {
+		return putVarint(dst, -1)
+	}
+	i := putVarint(dst, int64(len(p)))
+	return i + copy(dst[i:], p)
+}
+
+// HasRoomFor reports whether one more record fits under limit bytes
+// (batch.size), with the Java client's rule: an empty batch always takes its
+// first record, whatever its size, so that a record larger than batch.size
+// still gets a batch of its own. Otherwise the record fits if the estimated
+// size plus the record's exact size stays within limit; like Java, the new
+// record is not assumed to compress.
+func (b *Builder) HasRoomFor(tsMs int64, key, value []byte, headers []Header, limit int) bool {
+	if b.sealed != nil {
+		return false
+	}
+	if b.n == 0 {
+		return true
+	}
+	size := RecordSize(b.n, tsMs-b.baseTs, key, value, headers)
+	return limit >= b.estimatedSize()+size
+}
+
+// IsFull reports whether the batch has reached limit bytes and should be
+// sent (Java's MemoryRecordsBuilder.isFull). A sealed batch is full.
+func (b *Builder) IsFull(limit int) bool {
+	return b.sealed != nil || (b.n > 0 && limit <= b.estimatedSize())
+}
+
+// Append encodes one record at the end of the batch and returns its offset
+// delta (its index in the batch). key, value and headers are copied, so the
+// caller may reuse them once Append returns. Append never fails: when the
+// buffer is too small it grows it (callers bound batch sizes beforehand with
+// HasRoomFor / RecordSize). Timestamps are not validated here; a timestamp
+// before baseTimestamp gives a negative delta, which the format allows.
+//
+// Appending to a sealed batch is a bug in the caller and panics.
+func (b *Builder) Append(tsMs int64, key, value []byte, headers []Header) (offsetDelta int32) {
+	if b.sealed != nil {
+		panic("recbatch: Append to a sealed batch")
+	}
+	offsetDelta = b.n
+	if offsetDelta == 0 || tsMs > b.maxTs {
+		b.maxTs = tsMs
+	}
+	tsDelta := tsMs - b.baseTs
+	body := recordBodySize(offsetDelta, tsDelta, key, value, headers)
+	total := varintLen(int64(body)) + body
+
+	at := len(b.buf)
+	if cap(b.buf)-at < total {
+		b.buf = slices.Grow(b.buf, total)
+	}
+	b.buf = b.buf[:at+total]
+	p := b.buf[at:]
+
+	i := putVarint(p, int64(body))
+	p[i] = 0 // attributes
+	i++
+	i += putVarint(p[i:], tsDelta)
+	i += putVarint(p[i:], int64(offsetDelta))
+	i += putNullableBytes(p[i:], key)
+	i += putNullableBytes(p[i:], value)
+	i += putVarint(p[i:], int64(len(headers)))
+	for hi := range headers {
+		h := &headers[hi]
+		i += putVarint(p[i:], int64(len(h.Key)))
+		i += copy(p[i:], h.Key)
+		i += putNullableBytes(p[i:], h.Value)
+	}
+	b.n++
+	return offsetDelta
+}
+
+// Seal finishes the batch and returns its wire bytes, baseOffset 0: the
+// records section is compressed with opts.Compressor if one is given, the
+// header is written, and the CRC-32C is computed over attributes..end.
+//
+// The returned slice aliases the Builder's buffers (see Builder) and stays
+// valid until the next Reset or Seal. Sealing again (say with other options)
+// re-encodes the header, and recompresses, from the same records. Should a
+// compressor ever fail, the batch is sealed uncompressed instead, which
+// every broker accepts, rather than failing the records.
+//
+// An empty batch seals to a header-only batch with lastOffsetDelta -1; brokers
+// reject those, so callers do not send them.
+func (b *Builder) Seal(opts SealOptions) []byte {
+	out := b.buf
+	codec := None
+	if c := opts.Compressor; c != nil && c.codec != None {
+		o := b.out
+		if cap(o) < HeaderSize {
+			o = make([]byte, HeaderSize, HeaderSize+len(b.buf)/2)
+		}
+		o, err := c.AppendCompressed(o[:HeaderSize], b.buf[HeaderSize:])
+		if err == nil {
+			out, codec = o, c.codec
+		}
+		b.out = o[:0]
+	}
+
+	attrs := uint16(codec) & attrCodecMask
+	if opts.Transactional {
+		attrs |= attrTransactional
+	}
+	pid, epoch, seq := NoProducerID, NoProducerEpoch, NoSequence
+	if opts.Idempotent {
+		pid, epoch, seq = opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence
+	}
+
+	be := binary.BigEndian
+	be.PutUint64(out[0:], 0) // baseOffset: assigned by the broker
+	be.PutUint32(out[offLength:], uint32(len(out)-offLeaderEpoch))
+	be.PutUint32(out[offLeaderEpoch:], 0xffffffff) // -1
+	out[offMagic] = Magic
+	be.PutUint16(out[offAttributes:], attrs)
+	be.PutUint32(out[offLastOffsetDelta:], uint32(b.n-1))
+	be.PutUint64(out[offBaseTimestamp:], uint64(b.baseTs))
+	be.PutUint64(out[offMaxTimestamp:], uint64(b.maxTs))
+	be.PutUint64(out[offProducerID:], uint64(pid))
+	be.PutUint16(out[offProducerEpoch:], uint16(epoch))
+	be.PutUint32(out[offBaseSequence:], uint32(seq))
+	be.PutUint32(out[offRecordCount:], uint32(b.n))
+	be.PutUint32(out[offCRC:], crc32.Checksum(out[offAttributes:], castagnoli))
+	b.sealed = out
+	return out
+}
+
+// SetProducerState rewrites producerId, producerEpoch and baseSequence of a
+// sealed batch in place and recomputes its CRC. The records, compressed or
+// not, are untouched: these fields live in the header, which is why the
+// idempotent producer can seal early and assign sequences at drain time, or
+// move a batch to a bumped epoch (KIP-360) before retrying it.
+//
+// It returns ErrMalformedBatch if batch is not a complete v2 batch.
+func SetProducerState(batch []byte, producerID int64, producerEpoch int16, baseSequence int32) error {
+	if len(batch) < HeaderSize || batch[offMagic] != Magic ||
+		int(binary.BigEndian.Uint32(batch[offLength:])) != len(batch)-offLeaderEpoch {
+		return ErrMalformedBatch
+	}
+	be := binary.BigEndian
+	be.PutUint64(batch[offProducerID:], uint64(producerID))
+	be.PutUint16(batch[offProducerEpoch:], uint16(producerEpoch))
+	be.PutUint32(batch[offBaseSequence:], uint32(baseSequence))
+	be.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], castagnoli))
+	return nil
+}

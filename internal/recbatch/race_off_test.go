@@ -1,0 +1,5 @@
+//go:build !race
+
+package recbatch
+
+const raceEnabled = false
