@@ -431,7 +431,7 @@ func TestConnCloseFailsInFlightAndWaits(t *testing.T) {
 			got.Store(&err)
 		})
 	}
-	if len(ourGoroutines()) == 0 {
+	if len(ourGoroutinesNow()) == 0 {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("no connection goroutines found; the goroutine check is broken (conn err: %v)\n%s", c.Err(), buf[:runtime.Stack(buf, true)])
 	}

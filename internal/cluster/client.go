@@ -56,7 +56,7 @@ type Client struct {
 	mu        sync.Mutex
 	brokers   map[int32]*broker.Broker // by node id, from metadata; guarded by mu
 	bootstrap []*broker.Broker         // used until the first metadata lists brokers; guarded by mu
-	topics    map[string]*Use          // topics in use; guarded by mu
+	topics    map[string]*Use          // every topic ever used, dropped ones too (one handle per name); guarded by mu
 	next      *refresh                 // the refresh that the next request will serve; guarded by mu
 	requests  int64                    // Metadata requests sent, for tests; guarded by mu
 
@@ -76,17 +76,18 @@ type refresh struct {
 }
 
 // Use marks a topic as in use; Touch it on every send (one atomic store).
-// A handle stays valid for the life of the Client: if its topic was dropped
-// for being idle longer than metadata.max.idle.ms, the next Touch puts it
-// back (and asks for a refresh), as the Java client's
-// ProducerMetadata.add does on every send.
+// There is one handle per topic name for the life of the Client, so it
+// can be cached: if its topic was dropped for being idle longer than
+// metadata.max.idle.ms, the next Touch (or UseTopic) puts it back and
+// asks for a refresh, as the Java client's ProducerMetadata.add does on
+// every send.
 type Use struct {
 	c        *Client
 	name     string
 	lastUsed atomic.Int64 // unix nanos
-	// dropped is set when the client took the topic out of its set. Set
-	// before the client's last look at lastUsed, read after Touch's
-	// store: one of the two sees the other (see buildRequest).
+	// dropped: not asked for in metadata requests. Changed under c.mu.
+	// buildRequest sets it before its last look at lastUsed and Touch
+	// reads it after its store, so one of the two sees the other.
 	dropped atomic.Bool
 }
 
@@ -94,24 +95,18 @@ type Use struct {
 func (u *Use) Touch(now int64) {
 	u.lastUsed.Store(now)
 	if u.dropped.Load() {
-		u.c.readd(u)
+		u.c.revive(u)
 	}
 }
 
-// readd puts a dropped topic back into the set of topics in use.
-func (c *Client) readd(u *Use) {
+// revive puts a dropped topic back into metadata requests.
+func (c *Client) revive(u *Use) {
 	c.mu.Lock()
-	cur := c.topics[u.name]
-	if cur == nil {
-		c.topics[u.name] = u
-		u.dropped.Store(false)
-	} else if cur != u {
-		// UseTopic made a new handle meanwhile; this one stays dropped
-		// and passes its uses on.
-		cur.lastUsed.Store(u.lastUsed.Load())
-	}
+	was := u.dropped.Load()
+	u.dropped.Store(false)
 	c.mu.Unlock()
-	if cur == nil {
+	if was {
+		c.cfg.Logger.Debug("topic in use again", "topic", u.name)
 		c.RequestRefresh()
 	}
 }
@@ -187,7 +182,7 @@ func (c *Client) UseTopic(name string) *Use {
 		c.topics[name] = u
 	}
 	c.mu.Unlock()
-	u.Touch(time.Now().UnixNano())
+	u.Touch(time.Now().UnixNano()) // revives a dropped topic
 	if !ok {
 		c.RequestRefresh()
 	}
@@ -417,14 +412,16 @@ func (c *Client) buildRequest() *kmsg.MetadataRequest {
 		return c.cfg.MetadataMaxIdle > 0 && time.Duration(now-u.lastUsed.Load()) > c.cfg.MetadataMaxIdle
 	}
 	for name, u := range c.topics {
+		if u.dropped.Load() {
+			continue
+		}
 		if idle(u) {
 			// Publish dropped before looking at lastUsed again: a Touch
 			// racing with us either stored its time before this second
 			// look (we keep the topic) or loads dropped after this store
-			// (it puts the topic back).
+			// (it revives the topic, once we release mu).
 			u.dropped.Store(true)
 			if idle(u) {
-				delete(c.topics, name)
 				c.cfg.Logger.Debug("dropping idle topic from metadata", "topic", name)
 				continue
 			}
