@@ -516,3 +516,24 @@ func TestTrySendDoneNotInline(t *testing.T) {
 	}
 	eventually(t, time.Second, "slot released", func() bool { return c.InFlight() == 0 })
 }
+
+// Regression: the handshake built its ApiVersions request as a struct
+// literal, skipping kmsg's Default, so v5 went out with NodeID 0 and no
+// ClusterID, which brokers implementing KIP-1242 (Kafka 4.4, kfake) reject
+// with INVALID_REQUEST: no connection could be set up at all.
+func TestApiVersionsV5NodeIDUnset(t *testing.T) {
+	kc := newCluster(t)
+	got := make(chan *kmsg.ApiVersionsRequest, 1)
+	kc.ControlKey(int16(kmsg.ApiVersions), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		got <- kreq.(*kmsg.ApiVersionsRequest)
+		return nil, nil, false
+	})
+	dialTest(t, kc.ListenAddrs()[0], testConfig())
+	req := <-got
+	if req.Version != 5 || req.NodeID != -1 || req.ClusterID != nil {
+		t.Errorf("ApiVersions v%d NodeID %d ClusterID %v, want v5, -1, nil", req.Version, req.NodeID, req.ClusterID)
+	}
+	if req.ClientSoftwareName != "kprod" || req.ClientSoftwareVersion != Version {
+		t.Errorf("client software %q %q", req.ClientSoftwareName, req.ClientSoftwareVersion)
+	}
+}
