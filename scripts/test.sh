@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The project's test command (README): bash scripts/test.sh [go test args]
+#
+# Installs Kafka if missing, starts the 3-broker test cluster
+# (scripts/kafka-cluster.sh), runs go vet (./..., or the packages named in the
+# arguments; and bench/ if it is its own module) and then
+#   go test -race -count=1 -timeout 40m -p 1 ./...
+# with KPROD_INTEGRATION=1 and KPROD_BROKERS set, and always stops the cluster
+# afterwards. Exits with go test's status.
+#
+# Arguments replace ./... and are appended to the flags above, so name the
+# packages when passing flags:  bash scripts/test.sh -run TestX ./internal/...
+# -p 1 (one test binary at a time) is the default because every package's
+# integration tests share one cluster and fault tests kill its brokers;
+# KPROD_TEST_P=2 (or -p 2 in the arguments) overrides it.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+CLUSTER=(bash scripts/kafka-cluster.sh)
+
+say() { printf '==> %s\n' "$*" >&2; }
+
+say "installing Kafka (cached after the first run)"
+"${CLUSTER[@]}" install || exit 1
+
+cleanup() {
+	say "stopping the Kafka test cluster"
+	"${CLUSTER[@]}" down || true
+	rm -f "${up_out:-}" "${up_err:-}"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Start the cluster in the background while go vet runs.
+up_out=$(mktemp) up_err=$(mktemp)
+say "starting the Kafka test cluster"
+"${CLUSTER[@]}" up >"$up_out" 2>"$up_err" &
+up_pid=$!
+
+# Vet what is tested: the package patterns among the arguments, else ./...
+vet_pkgs=()
+for a in "$@"; do
+	case $a in ./* | ../* | github.com/kprod/kprod*) vet_pkgs+=("$a") ;; esac
+done
+((${#vet_pkgs[@]} > 0)) || vet_pkgs=(./...)
+vet_status=0
+say "go vet ${vet_pkgs[*]}"
+go vet "${vet_pkgs[@]}" || vet_status=$?
+if ((vet_status == 0)) && [[ -f bench/go.mod ]]; then
+	say "go vet ./... in bench/"
+	(cd bench && go vet ./...) || vet_status=$?
+fi
+
+up_status=0
+wait "$up_pid" || up_status=$?
+cat "$up_err" >&2
+if ((up_status != 0)); then
+	say "the Kafka test cluster did not start (status $up_status)"
+	exit 1
+fi
+((vet_status == 0)) || { say "go vet failed"; exit "$vet_status"; }
+
+KPROD_BROKERS=$(tail -n 1 "$up_out")
+export KPROD_BROKERS KPROD_INTEGRATION=1
+say "KPROD_BROKERS=$KPROD_BROKERS"
+
+args=("$@")
+((${#args[@]} > 0)) || args=(./...)
+say "go test -race -count=1 -timeout 40m -p ${KPROD_TEST_P:-1} ${args[*]}"
+test_status=0
+go test -race -count=1 -timeout 40m -p "${KPROD_TEST_P:-1}" "${args[@]}" || test_status=$?
+
+if ((test_status != 0)); then
+	"${CLUSTER[@]}" status || true
+	for n in 1 2 3; do
+		say "tail of broker $n's log"
+		"${CLUSTER[@]}" logs "$n" 40 || true
+	done
+fi
+exit "$test_status"
