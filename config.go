@@ -265,6 +265,12 @@ type Config struct {
 	// unchanged and you can see what had no effect.
 	IgnoredProperties []string
 
+	// AllowAutoCreateTopics lets the brokers create a topic the producer
+	// asks metadata for, when the brokers have auto.create.topics.enable
+	// (the Java producer always allows it). Default true. Java property
+	// name (from the consumer): allow.auto.create.topics.
+	AllowAutoCreateTopics bool
+
 	// Logger receives the producer's log records (connection, metadata
 	// and retry events at debug level, with broker, topic and partition
 	// attributes). nil discards them. No Java property.
@@ -329,6 +335,7 @@ func DefaultConfig() Config {
 		CompressionLz4Level:             defaultCompressionLz4Lvl,
 		CompressionZstdLevel:            defaultCompressionZstdLvl,
 		PartitionerIgnoreKeys:           false,
+		AllowAutoCreateTopics:           true,
 		PartitionerAdaptivePartitioning: true,
 		PartitionerAvailabilityTimeout:  0,
 		MetadataMaxAge:                  5 * time.Minute,

@@ -89,7 +89,7 @@ func NewProducer(cfg Config) (*Producer, error) {
 		MetadataMaxIdle:  cfg.MetadataMaxIdle,
 		RetryBackoff:     cfg.RetryBackoff,
 		RetryBackoffMax:  cfg.RetryBackoffMax,
-		AutoCreateTopics: true,
+		AutoCreateTopics: cfg.AllowAutoCreateTopics,
 		OnUpdate:         func(*cluster.Snapshot) { p.snd.wake() },
 		Logger:           log,
 	})

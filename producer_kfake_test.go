@@ -17,7 +17,7 @@ import (
 
 // newFake starts an in-process 3-broker cluster with topic "t" of n
 // partitions.
-func newFake(t *testing.T, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
+func newFake(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
 	t.Helper()
 	opts = append([]kfake.Opt{kfake.NumBrokers(3), kfake.SeedTopics(partitions, "t")}, opts...)
 	c, err := kfake.NewCluster(opts...)
@@ -27,6 +27,8 @@ func newFake(t *testing.T, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
 	t.Cleanup(c.Close)
 	return c
 }
+
+func newFakeB(b *testing.B, partitions int32) *kfake.Cluster { return newFake(b, partitions) }
 
 func testConfig(c *kfake.Cluster) Config {
 	cfg := DefaultConfig()

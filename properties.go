@@ -76,6 +76,7 @@ var properties = map[string]setter{
 	"send.buffer.bytes":                        int32Field(func(c *Config) *int { return &c.SendBufferBytes }),
 	"receive.buffer.bytes":                     int32Field(func(c *Config) *int { return &c.ReceiveBufferBytes }),
 	"partitioner.ignore.keys":                  boolField(func(c *Config) *bool { return &c.PartitionerIgnoreKeys }),
+	"allow.auto.create.topics":                 boolField(func(c *Config) *bool { return &c.AllowAutoCreateTopics }),
 	"reconnect.backoff.ms":                     flagged(setReconnectBackoff, msInt64(func(c *Config) *time.Duration { return &c.ReconnectBackoff })),
 	"reconnect.backoff.max.ms":                 flagged(setReconnectBackoffMax, msInt64(func(c *Config) *time.Duration { return &c.ReconnectBackoffMax })),
 	"delivery.timeout.ms":                      flagged(setDeliveryTimeout, msInt32(func(c *Config) *time.Duration { return &c.DeliveryTimeout })),

@@ -451,7 +451,7 @@ func (s *sender) retryOrFail(b *batch, now time.Time, cause error) {
 	default:
 		b.attempts++
 		b.lastErr = cause
-		backoff := broker.Jitter(broker.Exponential(p.cfg.RetryBackoff, p.cfg.RetryBackoffMax, b.attempts-1))
+		backoff := broker.Backoff(p.cfg.RetryBackoff, p.cfg.RetryBackoffMax, b.attempts-1)
 		b.retryAt = now.Add(backoff)
 		p.log.Debug("retrying batch", "topic", b.q.topic.name, "partition", b.q.partition,
 			"attempt", b.attempts, "backoff", backoff, "err", cause)
