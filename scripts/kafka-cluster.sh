@@ -145,7 +145,66 @@ stray_pids() {
 	pgrep -f "kafka\.Kafka ${STATE}/node[0-9]+/server\.properties" || true
 }
 
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# port_holders P: the TCP states (hex, as in /proc/net/tcp) of the sockets
+# bound to local port P that would keep a node from binding it: listening
+# (0A), or a live connection (01-03) such as an outgoing one that got P as its
+# ephemeral port. Closing states are left out: the JVM binds with SO_REUSEADDR.
+port_holders() {
+	local hex
+	hex=$(printf '%04X' "$1")
+	awk -v h=":$hex" 'FNR > 1 && substr($2, length($2) - 4) == h && ($4 == "0A" || $4 == "01" || $4 == "02" || $4 == "03") { print $4 }' \
+		/proc/net/tcp /proc/net/tcp6 2>/dev/null || true
+}
+
+# wait_ports_free P...: fail at once if a process listens on a port; wait (up
+# to 30s) for connections that hold one to end.
+wait_ports_free() {
+	local p st deadline=$((SECONDS + 30)) busy
+	while :; do
+		busy=()
+		for p in "$@"; do
+			st=$(port_holders "$p")
+			[[ $st == *0A* ]] && die "port $p is in use by another process (set KPROD_KAFKA_PORT_BASE to move the cluster)"
+			[[ -n $st ]] && busy+=("$p")
+		done
+		((${#busy[@]} == 0)) && return 0
+		((SECONDS >= deadline)) && die "ports ${busy[*]} still held by connections after 30s (set KPROD_KAFKA_PORT_BASE to move the cluster)"
+		sleep 0.5
+	done
+}
+
+# reserve_ports: the default ports lie inside Linux's ephemeral port range, so
+# any outgoing connection on the machine (the brokers' own, the tests') may get
+# one of them as its local port, and a node that starts or restarts then fails
+# with "Address already in use". Reserving them (net.ipv4.ip_local_reserved_ports,
+# per network namespace, root only) stops the kernel from handing them out.
+reserve_ports() {
+	local f=/proc/sys/net/ipv4/ip_local_reserved_ports range lo hi cur want
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || return 0
+	if ((PORT_BASE + 2 < lo && CTRL_BASE + 2 < lo)) || ((PORT_BASE > hi && CTRL_BASE > hi)); then
+		return 0 # outside the ephemeral range: nothing to do
+	fi
+	want="$PORT_BASE-$((PORT_BASE + 2)),$CTRL_BASE-$((CTRL_BASE + 2))"
+	cur=$(cat "$f" 2>/dev/null || true)
+	if [[ -n $cur ]] && all_reserved "$cur"; then return 0; fi
+	range=${cur:+$cur,}$want
+	if ! { echo "$range" >"$f"; } 2>/dev/null; then
+		log "warning: could not reserve ports $want (not root?); a node may fail to bind one" \
+			"that an outgoing connection took. A KPROD_KAFKA_PORT_BASE below $lo avoids this."
+	fi
+}
+
+all_reserved() { # reserved-list
+	local p item a b ok
+	for p in $(seq "$PORT_BASE" $((PORT_BASE + 2))) $(seq "$CTRL_BASE" $((CTRL_BASE + 2))); do
+		ok=0
+		for item in ${1//,/ }; do
+			a=${item%-*} b=${item#*-}
+			((p >= a && p <= b)) && { ok=1; break; }
+		done
+		((ok)) || return 1
+	done
+}
 
 wait_gone() { # timeout_s pid...
 	local deadline=$((SECONDS + $1)) p alive
@@ -310,11 +369,10 @@ cmd_up() {
 		wait_gone 10 $strays >/dev/null || die "could not kill $strays"
 	fi
 
-	for n in "${NODES[@]}"; do
-		for p in "$(broker_port "$n")" "$(ctrl_port "$n")"; do
-			port_busy "$p" && die "port $p is in use by another process (set KPROD_KAFKA_PORT_BASE to move the cluster)"
-		done
-	done
+	reserve_ports
+	local ports=()
+	for n in "${NODES[@]}"; do ports+=("$(broker_port "$n")" "$(ctrl_port "$n")"); done
+	wait_ports_free "${ports[@]}"
 
 	local t0=$SECONDS
 	# The Go check compiles while the JVMs start.
@@ -433,7 +491,8 @@ cmd_restart() {
 		log "node $n is running (pid $p); stopping it first"
 		stop_pids 20 "$p"
 	fi
-	port_busy "$(broker_port "$n")" && die "port $(broker_port "$n") is in use"
+	reserve_ports
+	wait_ports_free "$(broker_port "$n")" "$(ctrl_port "$n")"
 	start_node "$n"
 	p=$(node_pid "$n")
 	[[ -n $p ]] || { tail_logs; die "node $n did not start"; }
@@ -452,10 +511,11 @@ cmd_heal() {
 	[[ -f $(node_conf 1) ]] || die "no cluster in $STATE; run '$0 up'"
 	[[ -n $(live_pids) ]] || die "the cluster is down (no node runs); run '$0 up'"
 	[[ -x $PROBE ]] || build_probe
+	reserve_ports
 	for n in "${NODES[@]}"; do
 		p=$(node_pid "$n")
 		if [[ -z $p ]]; then
-			port_busy "$(broker_port "$n")" && die "port $(broker_port "$n") is in use"
+			wait_ports_free "$(broker_port "$n")" "$(ctrl_port "$n")"
 			start_node "$n"
 			log "started node $n (pid $(node_pid "$n"))"
 			fixed=1
