@@ -280,6 +280,17 @@ type Config struct {
 	// tests, proxies and custom transports. No Java property.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
+	// Partitioner chooses the partition of records that do not name one
+	// (Java: partitioner.class). Default nil: the built-in partitioner,
+	// Java's default (murmur2 of the key, else uniform sticky, adaptive;
+	// see Partitioner). RoundRobinPartitioner() is Java's
+	// RoundRobinPartitioner, which Set("partitioner.class",
+	// JavaRoundRobinPartitioner) selects; other Java class names are
+	// ignored. With a Partitioner set, partitioner.ignore.keys,
+	// partitioner.adaptive.partitioning.enable and
+	// partitioner.availability.timeout.ms have no effect, as in Java.
+	Partitioner Partitioner
+
 	// setByName records the properties given through Set whose mere
 	// presence changes what Java derives (see Validate).
 	setByName setFlags

@@ -2,6 +2,7 @@ package kprod
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -156,6 +157,7 @@ func TestConfigSetEveryProperty(t *testing.T) {
 		{"allow.auto.create.topics", "false", func(c *Config) any { return c.AllowAutoCreateTopics }, false},
 		{"partitioner.adaptive.partitioning.enable", "false", func(c *Config) any { return c.PartitionerAdaptivePartitioning }, false},
 		{"partitioner.availability.timeout.ms", "2000", func(c *Config) any { return c.PartitionerAvailabilityTimeout }, 2 * time.Second},
+		{"partitioner.class", " " + JavaRoundRobinPartitioner + " ", func(c *Config) any { return fmt.Sprintf("%T", c.Partitioner) }, "*kprod.roundRobin"},
 		{"metadata.max.age.ms", "60000", func(c *Config) any { return c.MetadataMaxAge }, time.Minute},
 		{"metadata.max.idle.ms", "5000", func(c *Config) any { return c.MetadataMaxIdle }, 5 * time.Second},
 		{"connections.max.idle.ms", "-1", func(c *Config) any { return c.ConnectionsMaxIdle }, -time.Millisecond},
@@ -259,6 +261,8 @@ func TestConfigPropertyBadValues(t *testing.T) {
 		{"allow.auto.create.topics", "no", "true"},
 		{"partitioner.adaptive.partitioning.enable", "", "true"},
 		{"partitioner.availability.timeout.ms", "-1", ">= 0"},
+		{"partitioner.class", "org.apache.kafka.clients.producer.UniformStickyPartitioner", "partitioner.ignore.keys=true"},
+		{"partitioner.class", "org.apache.kafka.clients.producer.internals.DefaultPartitioner", "removed in Kafka 4.0"},
 		{"metadata.max.age.ms", "-1", ">= 0"},
 		{"metadata.max.idle.ms", "4999", "5000"},
 		{"connections.max.idle.ms", "forever", "Java long"},

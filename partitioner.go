@@ -1,47 +1,416 @@
 package kprod
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/kprod/kprod/internal/cluster"
 	"github.com/kprod/kprod/internal/murmur"
+	"github.com/kprod/kprod/internal/recbatch"
+	"github.com/kprod/kprod/kerr"
 )
 
-// partition picks the record's partition as the Java 4.x built-in
-// partitioner does: the caller's explicit partition; else, for a keyed
-// record, murmur2(key) made positive, modulo the partition count (so the
-// same key lands on the same partition as with the Java client); else
-// the topic's sticky partition (KIP-794): unkeyed records go to one
-// partition until batch.size bytes went there, then to another, chosen at
-// random among the partitions that have a leader.
-func (p *Producer) partition(t *topicState, mt *cluster.Topic, r *Record, recSize int) int32 {
+// Partitioner chooses the partition of a record that does not name one
+// (Record.PartitionSet false). It is the Go counterpart of the Java
+// client's org.apache.kafka.clients.producer.Partitioner, set with
+// Config.Partitioner (Java: partitioner.class).
+//
+// # Partitioning
+//
+// A record goes to the first of these that applies:
+//
+//  1. the partition set on the record (Record.ToPartition). A partition
+//     the topic does not have fails the record with ErrUnknownPartition
+//     after waiting up to max.block.ms for the topic to grow;
+//  2. Config.Partitioner, if set; it is asked for every other record,
+//     keyed or not, and partitioner.ignore.keys has no effect on it (as in
+//     Java);
+//  3. the built-in partitioner, which is Java 4.x's BuiltInPartitioner:
+//     - a record with a key (and partitioner.ignore.keys=false) goes to
+//     toPositive(murmur2(key)) % numPartitions, bit for bit the Java
+//     client's choice, so Go and Java producers agree on every key;
+//     - a record without a key goes to the topic's sticky partition
+//     (KIP-794, "uniform sticky"): it stays there until batch.size bytes
+//     were produced to it and its last batch no longer accepts records
+//     (it is full or already sent), or until 2 × batch.size bytes were
+//     produced in any case; then the next sticky partition is drawn at
+//     random among the partitions that have a leader;
+//     - with partitioner.adaptive.partitioning.enable=true (the default)
+//     that draw is weighted by how many batches wait in each partition's
+//     queue: a partition with q queued batches has weight max(q)+1-q, so
+//     partitions of brokers that keep up get more records than those of
+//     a slow broker. With partitioner.availability.timeout.ms > 0, the
+//     partitions of a broker that has had a sendable batch waiting for
+//     longer than that are left out of the draw altogether.
+//
+// Differences from the Java client: Java counts a record's bytes against
+// batch.size using its estimate of the compressed size; kprod counts the
+// uncompressed record, as its batches are filled by uncompressed size.
+// Java samples queue lengths for the adaptive draw on every pass of its
+// sender; kprod reads them at the moment it switches partitions (so the
+// hot path is untouched), and judges a broker's availability from its
+// oldest waiting batch rather than from sender timestamps. Like Java,
+// adaptive weighting starts once every partition of the topic has had a
+// batch; until then the draw is uniform.
+//
+// Partition is called on the goroutine that called Send, concurrently
+// from any number of goroutines, and must be fast and must not block.
+// numPartitions is the topic's partition count (> 0); available lists,
+// in increasing order, the partitions that currently have a leader (it
+// may be empty; it is shared: do not modify or keep it). The result must
+// be in [0, numPartitions): a negative one fails the record with
+// ErrInvalidRecord, a larger one with ErrUnknownPartition. A Partitioner
+// that panics fails only that record (with ErrInvalidRecord).
+type Partitioner interface {
+	Partition(r *Record, numPartitions int32, available []int32) int32
+}
+
+// PartitionerFunc adapts a function to the Partitioner interface.
+type PartitionerFunc func(r *Record, numPartitions int32, available []int32) int32
+
+// Partition calls f.
+func (f PartitionerFunc) Partition(r *Record, numPartitions int32, available []int32) int32 {
+	return f(r, numPartitions, available)
+}
+
+// JavaRoundRobinPartitioner is the Java class name that
+// Config.Set("partitioner.class", ...) maps to RoundRobinPartitioner.
+const JavaRoundRobinPartitioner = "org.apache.kafka.clients.producer.RoundRobinPartitioner"
+
+// RoundRobinPartitioner returns a new partitioner that behaves as the Java
+// client's org.apache.kafka.clients.producer.RoundRobinPartitioner: it
+// ignores keys and hands out, per topic, the available partitions (those
+// with a leader) in turn; if none has a leader, all partitions in turn.
+//
+// Its counters live in the returned value: producers that share one
+// Config (and so one RoundRobinPartitioner) share its rotation.
+//
+// Java's RoundRobinPartitioner is known to skip partitions when batches
+// fill up (KAFKA-9965) because of its onNewBatch hook; kprod has no such
+// hook, so the rotation here is exact.
+func RoundRobinPartitioner() Partitioner { return &roundRobin{} }
+
+type roundRobin struct {
+	counters sync.Map // topic → *atomic.Uint32
+}
+
+func (rr *roundRobin) Partition(r *Record, numPartitions int32, available []int32) int32 {
+	c, ok := rr.counters.Load(r.Topic)
+	if !ok {
+		c, _ = rr.counters.LoadOrStore(r.Topic, new(atomic.Uint32))
+	}
+	// Java: Utils.toPositive(counter.getAndIncrement()) on an int that
+	// wraps around; the same sequence, from an unsigned counter.
+	next := int32((c.(*atomic.Uint32).Add(1) - 1) & 0x7fffffff)
+	if len(available) > 0 {
+		return available[next%int32(len(available))]
+	}
+	return next % numPartitions
+}
+
+// partition picks the record's partition (see Partitioner for the rules).
+// recSize is the record's encoded size in its batch.
+func (p *Producer) partition(t *topicState, mt *cluster.Topic, r *Record, recSize int) (int32, error) {
 	if r.PartitionSet {
-		return r.Partition
+		return r.Partition, nil
 	}
 	n := int32(len(mt.Partitions))
-	if r.Key != nil && !p.cfg.PartitionerIgnoreKeys {
-		return murmur.Partition(r.Key, n)
+	if p.cfg.Partitioner != nil {
+		return p.userPartition(mt, r, n)
 	}
+	if r.Key != nil && !p.cfg.PartitionerIgnoreKeys {
+		return murmur.Partition(r.Key, n), nil
+	}
+	return p.stickyPartition(t, mt, recSize), nil
+}
+
+func (p *Producer) userPartition(mt *cluster.Topic, r *Record, n int32) (part int32, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: partitioner %T panicked for a record to %q: %v", kerr.ErrInvalidRecord, p.cfg.Partitioner, r.Topic, v)
+		}
+	}()
+	part = p.cfg.Partitioner.Partition(r, n, availablePartitions(mt))
+	switch {
+	case part < 0:
+		return 0, fmt.Errorf("%w: partitioner %T returned partition %d for %q; partitions are never negative",
+			kerr.ErrInvalidRecord, p.cfg.Partitioner, part, r.Topic)
+	case part >= n:
+		return 0, fmt.Errorf("%w: partitioner %T returned partition %d, but %q has %d partitions",
+			kerr.ErrUnknownPartition, p.cfg.Partitioner, part, r.Topic, n)
+	}
+	return part, nil
+}
+
+// stickyPartition is the uniform sticky partitioner of KIP-794: the
+// topic's current partition, switched once enough bytes went to it.
+// It mirrors BuiltInPartitioner.updatePartitionInfo and
+// RecordAccumulator.partitionChanged: Java decides after each append,
+// kprod before the next one, with the same inputs (bytes produced to the
+// partition and whether its queue's last batch still takes records).
+//
+// Lock order: topicState.stickyMu, then partq.mu (to read queues when
+// switching); nothing holding a partq.mu takes a stickyMu.
+func (p *Producer) stickyPartition(t *topicState, mt *cluster.Topic, recSize int) int32 {
+	n := int32(len(mt.Partitions))
+	// Java: stickyBatchSize = max(1, batch.size).
+	sticky := max(p.cfg.BatchSize, 1)
 	t.stickyMu.Lock()
 	defer t.stickyMu.Unlock()
-	if t.stickyPart < 0 || t.stickyPart >= n || t.stickyBytes >= p.cfg.BatchSize {
-		t.stickyPart = pickAvailable(mt, t.stickyPart)
+	cur := t.stickyPart
+	switchNow := cur < 0 || cur >= n || t.stickyBytes >= 2*sticky ||
+		(t.stickyBytes >= sticky && p.acc.allBatchesFull(t, cur))
+	if switchNow {
+		t.stickyPart = p.nextPartition(t, mt, drawRandom())
 		t.stickyBytes = 0
 	}
-	t.stickyBytes += recSize
+	// What the record adds to a batch, as Java's appendedBytes.
+	t.stickyBytes += recSize - recbatch.HeaderSize
 	return t.stickyPart
 }
 
-// pickAvailable chooses a random partition with a leader, other than
-// prev when there is a choice; any partition if none has a leader.
-func pickAvailable(mt *cluster.Topic, prev int32) int32 {
-	n := len(mt.Partitions)
-	start := rand.IntN(n)
-	for i := 0; i < n; i++ {
-		c := int32((start + i) % n)
-		if mt.Partitions[c].Leader >= 0 && (c != prev || n == 1) {
-			return c
+// drawRandom is Java's BuiltInPartitioner.randomPartition:
+// toPositive(random int).
+func drawRandom() int32 { return rand.Int32() }
+
+// nextPartition is BuiltInPartitioner.nextPartition: with adaptive
+// partitioning and load statistics, a draw weighted by queue lengths;
+// otherwise a uniform draw among the partitions with a leader (or among
+// all, if none has one). draw is a non-negative random number, used as
+// Java uses its random: modulo the range.
+func (p *Producer) nextPartition(t *topicState, mt *cluster.Topic, draw int32) int32 {
+	if p.cfg.PartitionerAdaptivePartitioning {
+		var buf [2 * 64]int32 // no allocation for topics up to 64 partitions
+		if ls, ok := p.loadStats(t, mt, time.Now(), buf[:0]); ok {
+			return ls.pick(draw)
 		}
 	}
-	return int32(start)
+	return uniformPartition(mt, draw)
+}
+
+// uniformPartition picks, with draw, one of the partitions with a leader,
+// or any partition when none has one (Java: availablePartitionsForTopic,
+// else partitionsForTopic).
+func uniformPartition(mt *cluster.Topic, draw int32) int32 {
+	avail := int32(0)
+	for i := range mt.Partitions {
+		if mt.Partitions[i].Leader >= 0 {
+			avail++
+		}
+	}
+	if avail == 0 {
+		return draw % int32(len(mt.Partitions))
+	}
+	k := draw % avail
+	for i := range mt.Partitions {
+		if mt.Partitions[i].Leader >= 0 {
+			if k == 0 {
+				return int32(i)
+			}
+			k--
+		}
+	}
+	panic("unreachable")
+}
+
+// loadStats is Java's PartitionLoadStats: a cumulative frequency table
+// over the partitions eligible for the adaptive draw.
+type loadStats struct {
+	cft []int32 // running sums of the weights
+	ids []int32 // partition of each entry
+}
+
+// pick is the weighted draw of BuiltInPartitioner.nextPartition: the
+// first entry whose running sum is strictly greater than draw modulo the
+// total.
+func (ls loadStats) pick(draw int32) int32 {
+	v := draw % ls.cft[len(ls.cft)-1]
+	lo, hi := 0, len(ls.cft)-1
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if ls.cft[mid] > v {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return ls.ids[lo]
+}
+
+// buildLoadStats turns queue sizes into a cumulative frequency table, in
+// place, as BuiltInPartitioner.updatePartitionLoadStats does: each size s
+// becomes the weight max+1-s, then the weights are summed up. sizes and
+// ids hold the eligible partitions; total is the topic's partition count.
+// ok is false where Java keeps no statistics and draws uniformly: fewer
+// than 2 partitions, none eligible, or every partition eligible with the
+// same queue size.
+func buildLoadStats(sizes, ids []int32, total int) (loadStats, bool) {
+	if len(sizes) < 1 || total < 2 {
+		return loadStats{}, false
+	}
+	maxSize, allEqual := sizes[0], true
+	for _, s := range sizes[1:] {
+		if s != sizes[0] {
+			allEqual = false
+		}
+		maxSize = max(maxSize, s)
+	}
+	if allEqual && len(sizes) == total {
+		return loadStats{}, false
+	}
+	sizes[0] = maxSize + 1 - sizes[0]
+	for i := 1; i < len(sizes); i++ {
+		sizes[i] = maxSize + 1 - sizes[i] + sizes[i-1]
+	}
+	return loadStats{cft: sizes, ids: ids}, true
+}
+
+// loadStats gathers, at now, the queue size of every partition of the
+// topic that has a leader (Java: RecordAccumulator.partitionReady) and
+// builds the table from them, using buf for storage when it is large
+// enough. With partitioner.availability.timeout.ms set, partitions led by
+// a broker that has had a sendable batch waiting for longer than that are
+// left out.
+func (p *Producer) loadStats(t *topicState, mt *cluster.Topic, now time.Time, buf []int32) (loadStats, bool) {
+	n := len(mt.Partitions)
+	qs := *t.parts.Load()
+	// Java waits until the accumulator has a queue for every partition,
+	// as partitions without one would be invisible to the statistics.
+	if len(qs) < n {
+		return loadStats{}, false
+	}
+	for _, q := range qs[:n] {
+		if q == nil {
+			return loadStats{}, false
+		}
+	}
+	if cap(buf) < 2*n {
+		buf = make([]int32, 0, 2*n)
+	}
+	sizes, ids := buf[:0:n], buf[n:n:2*n]
+	var slow []int32 // leaders whose data has waited too long
+	timeout := p.cfg.PartitionerAvailabilityTimeout
+	for i := 0; i < n; i++ {
+		leader := mt.Partitions[i].Leader
+		if leader < 0 {
+			continue
+		}
+		size, waiting := qs[i].queueState(p.acc.lingerNs)
+		sizes = append(sizes, int32(size))
+		ids = append(ids, int32(i))
+		if timeout > 0 && size > 0 && now.Sub(waiting) > timeout {
+			slow = append(slow, leader)
+		}
+	}
+	if len(slow) > 0 {
+		keep := 0
+		for j, id := range ids {
+			if !containsInt32(slow, mt.Partitions[id].Leader) {
+				sizes[keep], ids[keep] = sizes[j], id
+				keep++
+			}
+		}
+		sizes, ids = sizes[:keep], ids[:keep]
+	}
+	return buildLoadStats(sizes, ids, n)
+}
+
+func containsInt32(s []int32, v int32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// queueState reads, under the queue's lock, how many batches wait in the
+// partition's queue and since when the first of them has been sendable:
+// once lingered (or full, which the next batch's creation marks), or,
+// for a batch being retried, once its backoff ended.
+func (q *partq) queueState(lingerNs int64) (size int, sendableSince time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	size = len(q.batches)
+	if size == 0 {
+		return 0, time.Time{}
+	}
+	b := q.batches[0]
+	if b.attempts > 0 {
+		return size, b.retryAt
+	}
+	sendableSince = b.created.Add(time.Duration(lingerNs))
+	if size > 1 && q.batches[1].created.Before(sendableSince) {
+		sendableSince = q.batches[1].created
+	}
+	return size, sendableSince
+}
+
+// allBatchesFull is RecordAccumulator.allBatchesFull for the partition:
+// its queue is empty or its last batch takes no more records.
+func (a *accumulator) allBatchesFull(t *topicState, partition int32) bool {
+	qs := *t.parts.Load()
+	if int(partition) >= len(qs) || qs[partition] == nil {
+		return true
+	}
+	q := qs[partition]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.batches) == 0 {
+		return true
+	}
+	// A batch in the queue that is not marked full is only touched under
+	// q.mu (the sender marks a batch full before it seals it).
+	last := q.batches[len(q.batches)-1]
+	return last.full || last.bld.IsFull(last.memSize)
+}
+
+// identityIDs holds 0, 1, 2, ...: the available partitions of a topic
+// whose partitions all have a leader, shared read-only by every producer
+// so that a user Partitioner costs no allocation in the common case.
+var identityIDs atomic.Pointer[[]int32]
+
+// availablePartitions lists the partitions with a leader, in order.
+func availablePartitions(mt *cluster.Topic) []int32 {
+	n := len(mt.Partitions)
+	all := true
+	for i := range mt.Partitions {
+		if mt.Partitions[i].Leader < 0 {
+			all = false
+			break
+		}
+	}
+	if !all {
+		out := make([]int32, 0, n)
+		for i := range mt.Partitions {
+			if mt.Partitions[i].Leader >= 0 {
+				out = append(out, int32(i))
+			}
+		}
+		return out
+	}
+	for {
+		cur := identityIDs.Load()
+		if cur != nil && len(*cur) >= n {
+			return (*cur)[:n:n]
+		}
+		size := max(n, 2*lenOr0(cur), 64)
+		ids := make([]int32, size)
+		for i := range ids {
+			ids[i] = int32(i)
+		}
+		if identityIDs.CompareAndSwap(cur, &ids) {
+			return ids[:n:n]
+		}
+	}
+}
+
+func lenOr0(s *[]int32) int {
+	if s == nil {
+		return 0
+	}
+	return len(*s)
 }

@@ -180,7 +180,10 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 			kerr.ErrRecordTooLarge, r.Topic, recSize, p.cfg.BufferMemory)
 	}
 
-	part := p.partition(t, mt, r, recSize)
+	part, err := p.partition(t, mt, r, recSize)
+	if err != nil {
+		return err
+	}
 	q := p.acc.queue(t, part)
 	maxBlock := p.cfg.MaxBlock - time.Since(start)
 	if err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock); err != nil {

@@ -93,6 +93,7 @@ var properties = map[string]setter{
 		c.BufferMemory = n
 		return nil
 	},
+	"partitioner.class": setPartitionerClass,
 	"compression.type": func(c *Config, name, v string) error {
 		c.CompressionType = strings.TrimSpace(v)
 		return nil
@@ -115,7 +116,6 @@ var properties = map[string]setter{
 var javaOnlyProperties = map[string]string{
 	"key.serializer":      "Java serializer class; kprod records carry bytes",
 	"value.serializer":    "Java serializer class; kprod records carry bytes",
-	"partitioner.class":   "Java partitioner class",
 	"interceptor.classes": "Java interceptor classes",
 	"metric.reporters":    "Java metrics reporter classes",
 	"security.providers":  "Java security provider classes",
@@ -132,6 +132,33 @@ var javaOnlyProperties = map[string]string{
 
 	// Only false is accepted; see unsupportedValues.
 	"transaction.two.phase.commit.enable": "two-phase commit (KIP-939) is not implemented",
+}
+
+// removedPartitioners are the partitioner classes Kafka 4.0 removed: a Java
+// 4.x producer refuses to start with them, and kprod tells what replaces
+// them.
+var removedPartitioners = map[string]string{
+	"org.apache.kafka.clients.producer.internals.DefaultPartitioner": "remove partitioner.class: the built-in partitioner does what DefaultPartitioner did",
+	"org.apache.kafka.clients.producer.UniformStickyPartitioner":     "remove partitioner.class and set partitioner.ignore.keys=true, which does what UniformStickyPartitioner did",
+}
+
+// setPartitionerClass maps Java's RoundRobinPartitioner to
+// RoundRobinPartitioner, rejects the partitioners Kafka 4.0 removed, and
+// accepts and ignores any other class (a custom Java partitioner has to be
+// rewritten in Go as a Partitioner), recording it in IgnoredProperties.
+func setPartitionerClass(c *Config, name, v string) error {
+	class := strings.TrimSpace(v)
+	switch {
+	case class == JavaRoundRobinPartitioner:
+		c.Partitioner = RoundRobinPartitioner()
+	case removedPartitioners[class] != "":
+		return invalid(name, v, "removed in Kafka 4.0; "+removedPartitioners[class])
+	default:
+		if !slices.Contains(c.IgnoredProperties, name) {
+			c.IgnoredProperties = append(slices.Clip(c.IgnoredProperties), name)
+		}
+	}
+	return nil
 }
 
 // javaOnlyPrefixes extend javaOnlyProperties to whole families of names:
@@ -210,8 +237,11 @@ func javaOnly(name string) bool {
 //
 // A Java producer.properties loads unchanged. Properties that only make
 // sense in the JVM are accepted, listed in IgnoredProperties, and have no
-// effect: key.serializer, value.serializer, partitioner.class,
-// interceptor.classes, metric.reporters, security.providers,
+// effect: key.serializer, value.serializer, partitioner.class (except
+// org.apache.kafka.clients.producer.RoundRobinPartitioner, which selects
+// RoundRobinPartitioner; the DefaultPartitioner and
+// UniformStickyPartitioner that Kafka 4.0 removed are rejected, as Java
+// 4.x rejects them), interceptor.classes, metric.reporters, security.providers,
 // metrics.sample.window.ms, metrics.num.samples, metrics.recording.level,
 // metrics.context.*, enable.metrics.push, client.dns.lookup,
 // metadata.recovery.strategy, metadata.recovery.rebootstrap.trigger.ms,
