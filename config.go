@@ -291,6 +291,12 @@ type Config struct {
 	// partitioner.availability.timeout.ms have no effect, as in Java.
 	Partitioner Partitioner
 
+	// Interceptors see each record before it is partitioned and each
+	// outcome before the record's callback, in slice order (Java:
+	// interceptor.classes, which Set ignores as it names Java classes).
+	// Default none. See Interceptor.
+	Interceptors []Interceptor
+
 	// setByName records the properties given through Set whose mere
 	// presence changes what Java derives (see Validate).
 	setByName setFlags

@@ -50,6 +50,9 @@ func NewProducer(cfg Config) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.validatePlugins(); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -136,7 +139,18 @@ func (p *Producer) SendSync(ctx context.Context, r *Record) error {
 	return <-ch
 }
 
-func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error)) error {
+func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error)) (err error) {
+	if len(p.cfg.Interceptors) > 0 {
+		// The interceptors' OnAcknowledgement must also see records that
+		// fail here, so the wrapped callback reports those itself.
+		r, cb = p.intercept(r, cb)
+		defer func() {
+			if err != nil {
+				cb(r, err)
+				err = nil
+			}
+		}()
+	}
 	if r == nil {
 		return fmt.Errorf("%w: nil record", kerr.ErrInvalidRecord)
 	}

@@ -1,0 +1,130 @@
+package kprod
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Interceptor sees records on their way in and their outcomes on their way
+// out, as the Java client's ProducerInterceptor does. Set them with
+// Config.Interceptors (Java: interceptor.classes, which names Java
+// classes and so is ignored by Config.Set); they run in slice order.
+//
+// OnSend runs first in Send, on the caller's goroutine, before the record
+// is checked, partitioned or buffered. It returns the record to send: r
+// itself (possibly modified) or a new record, which the next interceptor
+// receives; nil means r unchanged. The caller's callback still receives
+// the record the caller passed to Send, with the outcome (partition,
+// offset, timestamp) of the record that was sent copied into it.
+//
+// OnAcknowledgement runs once per record, before the record's callback,
+// with the record as sent and the outcome: on the producer's sender
+// goroutine once the broker answered (or the record timed out), or on the
+// caller's goroutine when the record failed before it was buffered (bad
+// record, unknown topic, full buffer, closed producer, or a
+// TypedProducer serializer error, for which OnSend is not called and the
+// record carries no key or value). r is nil only if Send was given a nil
+// record. Like callbacks, OnAcknowledgement must be fast and must not
+// block: it delays every other record's delivery.
+//
+// An interceptor that panics is logged at warn level through
+// Config.Logger, with its type, and otherwise ignored, as Java ignores
+// exceptions from interceptors: after a panic in OnSend the record as it
+// was before that interceptor goes on to the next one.
+//
+// Both methods are called concurrently from many goroutines.
+type Interceptor interface {
+	OnSend(r *Record) *Record
+	OnAcknowledgement(r *Record, err error)
+}
+
+// InterceptorFuncs is an Interceptor made of functions; nil ones do
+// nothing.
+type InterceptorFuncs struct {
+	Send func(r *Record) *Record
+	Ack  func(r *Record, err error)
+}
+
+// OnSend calls f.Send if set.
+func (f InterceptorFuncs) OnSend(r *Record) *Record {
+	if f.Send == nil {
+		return r
+	}
+	return f.Send(r)
+}
+
+// OnAcknowledgement calls f.Ack if set.
+func (f InterceptorFuncs) OnAcknowledgement(r *Record, err error) {
+	if f.Ack != nil {
+		f.Ack(r, err)
+	}
+}
+
+// validatePlugins checks the Go-only settings that Validate does not
+// know about: Interceptors.
+func (c *Config) validatePlugins() error {
+	for i, ic := range c.Interceptors {
+		if ic == nil {
+			return invalid("interceptor.classes", "Config.Interceptors["+strconv.Itoa(i)+"]",
+				"is nil; remove it or give an Interceptor")
+		}
+	}
+	return nil
+}
+
+// intercept runs the OnSend chain on r and returns the record to send and
+// the callback to give it: one that runs every OnAcknowledgement, copies
+// the outcome into the caller's record and then calls cb with it.
+func (p *Producer) intercept(r *Record, cb func(*Record, error)) (*Record, func(*Record, error)) {
+	orig := r
+	if r != nil {
+		for _, ic := range p.cfg.Interceptors {
+			r = p.onSend(ic, r)
+		}
+	}
+	return r, func(sent *Record, err error) {
+		p.onAcknowledgement(sent, err)
+		if sent != orig && sent != nil && orig != nil && err == nil {
+			orig.Partition = sent.Partition
+			orig.Offset = sent.Offset
+			orig.Timestamp = sent.Timestamp
+			orig.LeaderEpoch = sent.LeaderEpoch
+		}
+		cb(orig, err)
+	}
+}
+
+func (p *Producer) onSend(ic Interceptor, r *Record) (out *Record) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.Warn("interceptor OnSend panicked; the record goes on as it was before it",
+				"interceptor", fmt.Sprintf("%T", ic), "topic", r.Topic, "panic", v)
+			out = r
+		}
+	}()
+	if out = ic.OnSend(r); out == nil {
+		out = r
+	}
+	return out
+}
+
+// onAcknowledgement runs every interceptor's OnAcknowledgement.
+func (p *Producer) onAcknowledgement(r *Record, err error) {
+	for _, ic := range p.cfg.Interceptors {
+		p.ackOne(ic, r, err)
+	}
+}
+
+func (p *Producer) ackOne(ic Interceptor, r *Record, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			topic := ""
+			if r != nil {
+				topic = r.Topic
+			}
+			p.log.Warn("interceptor OnAcknowledgement panicked; ignored",
+				"interceptor", fmt.Sprintf("%T", ic), "topic", topic, "panic", v)
+		}
+	}()
+	ic.OnAcknowledgement(r, err)
+}

@@ -1,0 +1,264 @@
+package kprod
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// eventLog records what interceptors and callbacks saw, in order.
+type eventLog struct {
+	mu  sync.Mutex
+	evs []string
+}
+
+func (l *eventLog) add(format string, args ...any) {
+	l.mu.Lock()
+	l.evs = append(l.evs, fmt.Sprintf(format, args...))
+	l.mu.Unlock()
+}
+
+func (l *eventLog) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.evs...)
+}
+
+func TestInterceptorsChainAndAcknowledge(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	var log eventLog
+	var sent *Record
+	cfg.Interceptors = []Interceptor{
+		InterceptorFuncs{
+			Send: func(r *Record) *Record {
+				log.add("1:send %s", r.Value)
+				r.Headers = append(r.Headers, Header{Key: "traced", Value: []byte("yes")})
+				return r
+			},
+			Ack: func(r *Record, err error) { log.add("1:ack %s %d %v", r.Value, r.Offset, err) },
+		},
+		InterceptorFuncs{
+			// Returns a new record: that is the one sent.
+			Send: func(r *Record) *Record {
+				log.add("2:send %s headers=%d", r.Value, len(r.Headers))
+				sent = &Record{Topic: r.Topic, Key: r.Key, Value: bytes.ToUpper(r.Value), Headers: r.Headers}
+				return sent
+			},
+			Ack: func(r *Record, err error) {
+				if r != sent {
+					t.Errorf("OnAcknowledgement got %p, want the record sent (%p)", r, sent)
+				}
+				log.add("2:ack %s %d %v", r.Value, r.Offset, err)
+			},
+		},
+	}
+	p := newTestProducer(t, cfg)
+	r := &Record{Topic: "t", Key: []byte("k"), Value: []byte("hello")}
+	var got *Record
+	p.Send(context.Background(), r, func(cr *Record, err error) {
+		got = cr
+		log.add("callback %s %d %v", cr.Value, cr.Offset, err)
+	})
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"1:send hello", "2:send hello headers=1",
+		"1:ack HELLO 0 <nil>", "2:ack HELLO 0 <nil>", "callback hello 0 <nil>",
+	}
+	if evs := log.get(); !slicesEqual(evs, want) {
+		t.Fatalf("events\n%q\nwant\n%q", evs, want)
+	}
+	// The caller's own record comes back with the outcome.
+	if got != r || r.Offset != 0 || r.Partition != 0 || !r.Timestamp.Equal(sent.Timestamp) {
+		t.Fatalf("callback record %p (caller's %p) offset %d partition %d ts %v", got, r, r.Offset, r.Partition, r.Timestamp)
+	}
+
+	// SendSync fills in the caller's record too.
+	r2 := &Record{Topic: "t", Value: []byte("again")}
+	if err := p.SendSync(context.Background(), r2); err != nil || r2.Offset != 1 {
+		t.Fatalf("SendSync: %v, offset %d, want 1", err, r2.Offset)
+	}
+
+	// What the broker has is what the interceptors made.
+	cl := newKgo(t, c)
+	fs := cl.PollFetches(context.Background())
+	recs := fs.Records()
+	if len(recs) < 1 || string(recs[0].Value) != "HELLO" || len(recs[0].Headers) != 1 || recs[0].Headers[0].Key != "traced" {
+		t.Fatalf("broker has %+v", recs)
+	}
+}
+
+func newKgo(t *testing.T, c interface{ ListenAddrs() []string }) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("t"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+type panicky struct{ onSend, onAck bool }
+
+func (p panicky) OnSend(r *Record) *Record {
+	if p.onSend {
+		r.Value = []byte("modified before the panic")
+		panic("OnSend broke")
+	}
+	return &Record{Topic: r.Topic, Value: []byte("replaced")}
+}
+
+func (p panicky) OnAcknowledgement(*Record, error) {
+	if p.onAck {
+		panic("OnAcknowledgement broke")
+	}
+}
+
+// TestInterceptorPanics: a panicking interceptor is logged with its type
+// and skipped; delivery and the other interceptors carry on.
+func TestInterceptorPanics(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	var logBuf syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))
+	var log eventLog
+	cfg.Interceptors = []Interceptor{
+		panicky{onAck: true}, // replaces the record, then panics on ack
+		panicky{onSend: true},
+		InterceptorFuncs{
+			Send: func(r *Record) *Record { log.add("send %s", r.Value); return r },
+			Ack:  func(r *Record, err error) { log.add("ack %s %v", r.Value, err) },
+		},
+	}
+	p := newTestProducer(t, cfg)
+	r := &Record{Topic: "t", Value: []byte("original")}
+	if err := p.SendSync(context.Background(), r); err != nil {
+		t.Fatalf("a panicking interceptor failed delivery: %v", err)
+	}
+	// The second interceptor panicked after modifying the record in
+	// place: like Java, the chain goes on with the record the first one
+	// returned (which it had changed).
+	want := []string{"send modified before the panic", "ack modified before the panic <nil>"}
+	if evs := log.get(); !slicesEqual(evs, want) {
+		t.Fatalf("events %q, want %q", evs, want)
+	}
+	out := logBuf.String()
+	for _, w := range []string{"kprod.panicky", "OnSend panicked", "OnAcknowledgement panicked", "OnSend broke", "OnAcknowledgement broke"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("log does not mention %q:\n%s", w, out)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestInterceptorSeesEarlyFailures: records that fail before they are
+// buffered reach OnAcknowledgement, once, before their callback.
+func TestInterceptorSeesEarlyFailures(t *testing.T) {
+	c := newFake(t, 2)
+	cfg := testConfig(c)
+	cfg.MaxRequestSize = 1000
+	cfg.MaxBlock = 200 * time.Millisecond
+	var log eventLog
+	cfg.Interceptors = []Interceptor{InterceptorFuncs{
+		Ack: func(r *Record, err error) {
+			name := "<nil record>"
+			if r != nil {
+				name = string(r.Value)
+			}
+			log.add("ack %s %v", name, errName(err))
+		},
+	}}
+	p, err := NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(r *Record) {
+		name := "<nil record>"
+		if r != nil {
+			name = string(r.Value)
+		}
+		p.Send(context.Background(), r, func(cr *Record, err error) {
+			if cr != r {
+				t.Errorf("%s: callback got %p, want %p", name, cr, r)
+			}
+			log.add("callback %s %v", name, errName(err))
+		})
+	}
+	send(nil)
+	send(&Record{Value: []byte("no topic")})
+	send(&Record{Topic: "t", Value: bytes.Repeat([]byte("big"), 400)[:1000]})
+	send((&Record{Topic: "t", Value: []byte("no such partition")}).ToPartition(5))
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	send(&Record{Topic: "t", Value: []byte("after close")})
+	big := string(bytes.Repeat([]byte("big"), 400)[:1000])
+	want := []string{
+		"ack <nil record> ErrInvalidRecord", "callback <nil record> ErrInvalidRecord",
+		"ack no topic ErrInvalidRecord", "callback no topic ErrInvalidRecord",
+		"ack " + big + " ErrRecordTooLarge", "callback " + big + " ErrRecordTooLarge",
+		"ack no such partition ErrUnknownPartition", "callback no such partition ErrUnknownPartition",
+		"ack after close ErrClosed", "callback after close ErrClosed",
+	}
+	if evs := log.get(); !slicesEqual(evs, want) {
+		t.Fatalf("events\n%q\nwant\n%q", evs, want)
+	}
+}
+
+func errName(err error) string {
+	for name, s := range map[string]error{
+		"ErrInvalidRecord": ErrInvalidRecord, "ErrRecordTooLarge": ErrRecordTooLarge,
+		"ErrUnknownPartition": ErrUnknownPartition, "ErrClosed": ErrClosed,
+	} {
+		if errors.Is(err, s) {
+			return name
+		}
+	}
+	return fmt.Sprint(err)
+}
+
+func TestNilInterceptorRejected(t *testing.T) {
+	cfg := validConfig()
+	cfg.Interceptors = []Interceptor{InterceptorFuncs{}, nil}
+	_, err := NewProducer(cfg)
+	wantConfigError(t, err, "interceptor.classes", "Config.Interceptors[1]", "nil")
+}
