@@ -26,6 +26,10 @@ var (
 	ErrUnknownPartition = kerr.ErrUnknownPartition
 	// ErrInvalidRecord: the record is malformed (e.g. empty topic).
 	ErrInvalidRecord = kerr.ErrInvalidRecord
+	// ErrSerialization: a TypedProducer's key or value serializer
+	// failed; only that record fails. errors.As gives a
+	// *SerializationError.
+	ErrSerialization = kerr.ErrSerialization
 	// ErrAborted: the record was still buffered or in flight when Close's
 	// context ended; it may or may not have been written.
 	ErrAborted = kerr.ErrAborted

@@ -185,13 +185,13 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 	u.Touch(start.UnixNano())
 
 	recSize := recbatch.RecordSize(0, 0, r.Key, r.Value, r.Headers) + recbatch.HeaderSize
-	if recSize > p.cfg.MaxRequestSize {
-		return fmt.Errorf("%w: the record for %q is %d bytes when encoded, more than max.request.size (%d); raise max.request.size (and the topic's max.message.bytes) or send it smaller",
-			kerr.ErrRecordTooLarge, r.Topic, recSize, p.cfg.MaxRequestSize)
-	}
-	if int64(recSize) > p.cfg.BufferMemory {
-		return fmt.Errorf("%w: the record for %q is %d bytes when encoded, more than buffer.memory (%d)",
-			kerr.ErrRecordTooLarge, r.Topic, recSize, p.cfg.BufferMemory)
+	// Java's ensureValidRecordSize: the uncompressed upper bound.
+	if bound := recordSizeUpperBound(r.Key, r.Value, r.Headers); bound > p.cfg.MaxRequestSize {
+		return fmt.Errorf("%w: the record for %q is %d bytes when serialized (as the Java client counts), more than max.request.size (%d); raise max.request.size (and the topic's max.message.bytes) or send it smaller",
+			kerr.ErrRecordTooLarge, r.Topic, bound, p.cfg.MaxRequestSize)
+	} else if int64(bound) > p.cfg.BufferMemory {
+		return fmt.Errorf("%w: the record for %q is %d bytes when serialized, more than buffer.memory (%d)",
+			kerr.ErrRecordTooLarge, r.Topic, bound, p.cfg.BufferMemory)
 	}
 
 	part, err := p.partition(t, mt, r, recSize)

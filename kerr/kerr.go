@@ -59,6 +59,11 @@ var (
 	// have.
 	ErrUnknownPartition = errors.New("kprod: unknown partition")
 
+	// ErrSerialization: a key or value serializer failed (Java's
+	// SerializationException). Only that record fails; kprod.TypedProducer
+	// wraps it in a *kprod.SerializationError naming the topic and side.
+	ErrSerialization = errors.New("kprod: cannot serialize record")
+
 	// ErrMetadataTimeout: metadata could not be fetched within max.block.ms.
 	ErrMetadataTimeout = errors.New("kprod: metadata not available in time (max.block.ms)")
 
