@@ -57,7 +57,11 @@ type partq struct {
 	nextID  uint64   // creation order of batches; guarded by mu
 
 	// Owned by the sender goroutine.
-	inflight int // batches of this partition in flight
+	inflight   int      // batches of this partition in flight
+	nextSeq    int32    // idempotence: sequence of the next new batch
+	lastAcked  int32    // idempotence: last sequence acknowledged, -1 none
+	suspectEnd int32    // idempotence: a failed batch ended here, -1 none
+	pending    []*batch // idempotence: batches with a sequence, not yet completed, by sequence
 }
 
 // batch is the seeds' ProducerBatch: a pooled buffer being filled in
@@ -76,6 +80,9 @@ type batch struct {
 	// Sender-owned state below.
 	wire      []byte // the sealed batch; nil until drained the first time
 	attempts  int
+	seq       int32 // idempotence: base sequence, noSeq until first drained
+	bumps     int   // epoch bumps asked for by this batch's INVALID_PRODUCER_EPOCH
+	sent      bool  // written to a broker at least once
 	lastErr   error // of the last failed attempt
 	retryAt   time.Time
 	inFlight  bool          // in a request not yet answered
@@ -131,7 +138,7 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 	}
 	ps := make([]*partq, max(len(old), int(partition)+1))
 	copy(ps, old)
-	q := &partq{topic: t, partition: partition}
+	q := &partq{topic: t, partition: partition, lastAcked: -1, suspectEnd: -1}
 	ps[partition] = q
 	t.parts.Store(&ps)
 	all := append(append([]*partq{}, *a.parts.Load()...), q)
@@ -163,7 +170,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	if !first {
 		q.batches[len(q.batches)-1].full = true
 	}
-	b := &batch{q: q, id: q.nextID, memSize: size, created: time.Now(), done: make(chan struct{})}
+	b := &batch{q: q, id: q.nextID, seq: noSeq, memSize: size, created: time.Now(), done: make(chan struct{})}
 	q.nextID++
 	b.bld.Reset(buf, ts)
 	b.bld.Append(ts, r.Key, r.Value, r.Headers)

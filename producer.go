@@ -70,7 +70,7 @@ func NewProducer(cfg Config) (*Producer, error) {
 			return nil, err
 		}
 	}
-	p := &Producer{cfg: cfg, log: log, guaranteeOrder: cfg.MaxInFlight == 1}
+	p := &Producer{cfg: cfg, log: log, guaranteeOrder: !cfg.Idempotent() && cfg.MaxInFlight == 1}
 	p.snd = newSender(p)
 	bcfg := &broker.Config{
 		ClientID:            cfg.ClientID,
@@ -164,7 +164,8 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 	}
 	start := time.Now()
 	if r.Timestamp.IsZero() {
-		r.Timestamp = start
+		// Kafka keeps milliseconds; report the timestamp the log will have.
+		r.Timestamp = time.UnixMilli(start.UnixMilli())
 	}
 	ts := r.Timestamp.UnixMilli()
 

@@ -320,7 +320,7 @@ func TestBufferFullBlocksThenNoLoss(t *testing.T) {
 	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		if !held.Load() {
-			c.SleepControl(func() { <-release })
+			<-release // holds the whole fake cluster until released
 		}
 		return nil, nil, false
 	})
@@ -369,12 +369,10 @@ func TestCloseWithPendingRecordsCallsEveryCallbackOnce(t *testing.T) {
 	defer close(block)
 	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		c.SleepControl(func() {
-			select {
-			case <-block:
-			case <-time.After(5 * time.Second):
-			}
-		})
+		select { // holds the whole fake cluster until the test ends
+		case <-block:
+		case <-time.After(5 * time.Second):
+		}
 		return nil, nil, false
 	})
 	cfg := testConfig(c)
@@ -412,7 +410,7 @@ func TestSendCtxCancelledWhileBlocked(t *testing.T) {
 	defer close(block)
 	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		c.SleepControl(func() { <-block })
+		<-block // holds the whole fake cluster until the test ends
 		return nil, nil, false
 	})
 	cfg := testConfig(c)

@@ -1,6 +1,7 @@
 package kprod
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -30,6 +31,11 @@ type sender struct {
 	force   chan struct{} // Close's ctx ended: fail what is left, then stop
 	done    chan struct{} // closed when run returns
 
+	forceCtx    context.Context // cancelled with force, for requests the sender waits on
+	forceCancel context.CancelFunc
+	idemOn      bool        // enable.idempotence in effect
+	idem        idempotence // producer id, epoch; sender-owned
+
 	rotate    int                 // partition to start draining from, so none starves
 	inflight  int                 // produce requests in flight
 	throttled map[int32]time.Time // broker → end of its throttle
@@ -46,14 +52,18 @@ type produceResult struct {
 }
 
 func newSender(p *Producer) *sender {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &sender{
-		p:         p,
-		wakeCh:    make(chan struct{}, 1),
-		closing:   make(chan struct{}),
-		force:     make(chan struct{}),
-		done:      make(chan struct{}),
-		throttled: map[int32]time.Time{},
-		inFlightB: map[*batch]struct{}{},
+		p:           p,
+		forceCtx:    ctx,
+		forceCancel: cancel,
+		idemOn:      p.cfg.Idempotent(),
+		wakeCh:      make(chan struct{}, 1),
+		closing:     make(chan struct{}),
+		force:       make(chan struct{}),
+		done:        make(chan struct{}),
+		throttled:   map[int32]time.Time{},
+		inFlightB:   map[*batch]struct{}{},
 	}
 }
 
@@ -75,6 +85,7 @@ func isClosed(ch chan struct{}) bool {
 
 func (s *sender) run() {
 	defer close(s.done)
+	defer s.forceCancel()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -86,7 +97,9 @@ func (s *sender) run() {
 			closingCh = nil // seen; do not spin on it
 		}
 		if forced {
-			s.abortQueued()
+			s.abortQueued(func(b *batch) error {
+				return fmt.Errorf("%w: %s[%d] was still buffered when the producer was closed", kerr.ErrAborted, b.q.topic.name, b.q.partition)
+			})
 			if s.inflight == 0 {
 				return
 			}
@@ -94,8 +107,23 @@ func (s *sender) run() {
 			// results come back through handleResults.
 			s.p.cl.Close()
 		} else {
-			next, sent := s.sendReady(now, closing)
-			s.expireInFlight(now)
+			canDrain := true
+			if s.idemOn {
+				canDrain = s.ensureProducerID(now)
+				if err := s.idem.fatal; err != nil {
+					s.abortQueued(func(*batch) error { return err })
+				}
+			}
+			next, sent := s.sendReady(now, closing, canDrain)
+			if s.idemOn && !canDrain && !s.idem.retryAt.IsZero() && (next.IsZero() || s.idem.retryAt.Before(next)) {
+				next = s.idem.retryAt
+			}
+			if s.idemOn && s.idem.bumpNeeded && s.inflight == 0 && next.IsZero() {
+				next = now // bump on the next round
+			}
+			if t := s.expireInFlight(now); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+				next = t
+			}
 			if closing && s.inflight == 0 && !s.p.acc.hasIncomplete() {
 				return
 			}
@@ -129,7 +157,7 @@ func (s *sender) run() {
 // lingered long enough, or wanted now by a flush, a close or a sender
 // blocked on memory — up to max.request.size. It returns when it should
 // run again at the latest and whether it sent anything.
-func (s *sender) sendReady(now time.Time, closing bool) (next time.Time, sent bool) {
+func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Time, sent bool) {
 	p := s.p
 	snap := p.cl.Snapshot()
 	parts := *p.acc.parts.Load()
@@ -157,13 +185,17 @@ func (s *sender) sendReady(now time.Time, closing bool) (next time.Time, sent bo
 	s.rotate = (s.rotate + 1) % len(parts)
 	for i := range parts {
 		q := parts[(s.rotate+i)%len(parts)]
+		if s.idemOn {
+			s.resolveSuspect(q)
+		}
 		q.mu.Lock()
 		s.expireQueuedLocked(q, now)
-		if len(q.batches) == 0 {
+		if len(q.batches) == 0 || !canDrain {
 			q.mu.Unlock()
 			continue
 		}
 		b := q.batches[0]
+		soon(b.created.Add(p.cfg.DeliveryTimeout))
 		if b.retryAt.After(now) {
 			soon(b.retryAt)
 			q.mu.Unlock()
@@ -171,6 +203,10 @@ func (s *sender) sendReady(now time.Time, closing bool) (next time.Time, sent bo
 		}
 		if p.guaranteeOrder && q.inflight > 0 {
 			q.mu.Unlock() // muted until its batch in flight completes
+			continue
+		}
+		if s.idemOn && (s.idem.bumpNeeded || !s.mayDrainIdempotent(q, b)) {
+			q.mu.Unlock()
 			continue
 		}
 		sendable := len(q.batches) > 1 || b.full || urgent || now.Sub(b.created) >= linger
@@ -229,7 +265,11 @@ func (s *sender) sendReady(now time.Time, closing bool) (next time.Time, sent bo
 		q.batches = q.batches[1:]
 		q.mu.Unlock()
 		if b.wire == nil {
-			b.wire = b.bld.Seal(p.acc.codecOpts)
+			if s.idemOn {
+				s.sealIdempotent(q, b)
+			} else {
+				b.wire = b.bld.Seal(p.acc.codecOpts)
+			}
 		}
 		q.inflight++
 		d.bs = append(d.bs, b)
@@ -295,6 +335,7 @@ func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[s
 	s.inflight++
 	for _, b := range bs {
 		b.inFlight = true
+		b.sent = true
 		s.inFlightB[b] = struct{}{}
 	}
 }
@@ -328,31 +369,22 @@ func (s *sender) handleResults() {
 func (s *sender) handle(r *produceResult) {
 	p := s.p
 	now := time.Now()
-	live := r.batches[:0:0]
 	for _, b := range r.batches {
 		b.q.inflight--
 		b.inFlight = false
 		delete(s.inFlightB, b)
-		if b.completed {
-			// Failed by delivery.timeout.ms while in flight; its memory
-			// could only be released now that the request is done.
-			p.acc.release(b)
-			continue
-		}
-		live = append(live, b)
 	}
-	r.batches = live
 	if r.err != nil {
 		// The request as a whole failed: network, timeout, version.
 		p.cl.RequestRefresh()
 		for _, b := range r.batches {
-			s.retryOrFail(b, now, r.err)
+			s.retryOrFail(b, now, r.err, kerr.IsRetriable(r.err))
 		}
 		return
 	}
 	if r.resp == nil { // acks=0: done once written
 		for _, b := range r.batches {
-			s.complete(b, -1, -1, -1, nil)
+			s.succeed(b, -1, -1)
 		}
 		return
 	}
@@ -381,8 +413,10 @@ func (s *sender) handle(r *produceResult) {
 				continue
 			}
 			answered[b] = true
-			if rp.ErrorCode == 0 {
-				s.complete(b, rp.BaseOffset, rp.LogAppendTime, leaderEpoch(p.cl.Snapshot(), b), nil)
+			if rp.ErrorCode == 0 || (s.idemOn && rp.ErrorCode == kerr.DuplicateSequenceNumber.Code) {
+				// A duplicate is a retry of a batch the broker already
+				// has: it is delivered (KIP-98).
+				s.succeed(b, rp.BaseOffset, rp.LogAppendTime)
 				continue
 			}
 			be := kerr.ForCode(rp.ErrorCode).(*kerr.BrokerError)
@@ -394,13 +428,17 @@ func (s *sender) handle(r *produceResult) {
 			if leaderMoved(be) {
 				refresh = true
 			}
-			s.retryOrFail(b, now, err)
+			retriable := be.Retriable
+			if s.idemOn && !b.completed {
+				retriable = s.idempotentRetry(b, &rp, be)
+			}
+			s.retryOrFail(b, now, err, retriable)
 		}
 	}
 	for _, b := range r.batches {
 		if !answered[b] {
 			s.retryOrFail(b, now, fmt.Errorf("%w: broker %d did not answer for %s[%d] in its produce response",
-				kerr.ErrConnectionLost, r.broker, b.q.topic.name, b.q.partition))
+				kerr.ErrConnectionLost, r.broker, b.q.topic.name, b.q.partition), true)
 		}
 	}
 	if refresh {
@@ -437,12 +475,18 @@ func leaderMoved(be *kerr.BrokerError) bool {
 // retryOrFail decides a batch's fate after a failed attempt: back to the
 // front of its deque after backoff if the error is retriable and retries
 // and delivery.timeout.ms allow, else fail it.
-func (s *sender) retryOrFail(b *batch, now time.Time, cause error) {
+func (s *sender) retryOrFail(b *batch, now time.Time, cause error, retriable bool) {
 	p := s.p
+	if b.completed {
+		// Failed by delivery.timeout.ms while in flight; its memory could
+		// only be released now that the request is done.
+		p.acc.release(b)
+		return
+	}
 	switch {
 	case isClosed(s.force):
 		s.complete(b, -1, -1, -1, fmt.Errorf("%w: the producer was closed before the broker acknowledged it (last error: %w)", kerr.ErrAborted, cause))
-	case !kerr.IsRetriable(cause):
+	case !retriable:
 		s.complete(b, -1, -1, -1, cause)
 	case now.Sub(b.created) >= p.cfg.DeliveryTimeout:
 		s.complete(b, -1, -1, -1, s.timeoutErr(b, now, cause))
@@ -464,6 +508,9 @@ func (s *sender) timeoutErr(b *batch, now time.Time, cause error) error {
 		kerr.ErrDeliveryTimeout, len(b.recs), b.q.topic.name, b.q.partition, now.Sub(b.created).Round(time.Millisecond), s.p.cfg.DeliveryTimeout, b.attempts)
 	if cause != nil {
 		err = fmt.Errorf("%w; last error: %w", err, cause)
+	}
+	if b.sent {
+		err = fmt.Errorf("%w; it was sent, so it may or may not have been written", err)
 	}
 	return err
 }
@@ -506,21 +553,28 @@ func (s *sender) whyNotSent(q *partq) error {
 // expireInFlight fails in-flight batches whose delivery.timeout.ms has
 // passed, as the Java client does, so that the callback comes on time
 // even when the broker does not answer; the late response is ignored.
-func (s *sender) expireInFlight(now time.Time) {
+func (s *sender) expireInFlight(now time.Time) (next time.Time) {
 	for b := range s.inFlightB {
-		if now.Sub(b.created) >= s.p.cfg.DeliveryTimeout {
-			delete(s.inFlightB, b)
-			cause := b.lastErr
-			if cause == nil {
-				cause = errors.New("the broker has not answered the produce request yet")
+		deadline := b.created.Add(s.p.cfg.DeliveryTimeout)
+		if now.Before(deadline) {
+			if next.IsZero() || deadline.Before(next) {
+				next = deadline
 			}
-			s.complete(b, -1, -1, -1, s.timeoutErr(b, now, cause))
+			continue
 		}
+		delete(s.inFlightB, b)
+		cause := b.lastErr
+		if cause == nil {
+			cause = errors.New("the broker has not answered the produce request yet")
+		}
+		s.complete(b, -1, -1, -1, s.timeoutErr(b, now, cause))
 	}
+	return next
 }
 
-// abortQueued fails every batch still in a deque (Close's ctx ended).
-func (s *sender) abortQueued() {
+// abortQueued fails every batch still in a deque (Close's ctx ended, or
+// the idempotent producer hit a fatal error).
+func (s *sender) abortQueued(why func(*batch) error) {
 	for _, q := range *s.p.acc.parts.Load() {
 		q.mu.Lock()
 		bs := q.batches
@@ -530,9 +584,23 @@ func (s *sender) abortQueued() {
 		}
 		q.mu.Unlock()
 		for _, b := range bs {
-			s.complete(b, -1, -1, -1, fmt.Errorf("%w: %s[%d] was still buffered when the producer was closed", kerr.ErrAborted, b.q.topic.name, b.q.partition))
+			s.complete(b, -1, -1, -1, why(b))
 		}
 	}
+}
+
+// succeed completes a batch the broker acknowledged. A batch already
+// failed by delivery.timeout.ms while in flight was written after all: its
+// sequence still counts as acknowledged.
+func (s *sender) succeed(b *batch, baseOffset, logAppendTime int64) {
+	if b.completed {
+		if s.idemOn && b.seq != noSeq {
+			b.q.lastAcked = max(b.q.lastAcked, b.seq+int32(len(b.recs))-1)
+		}
+		s.p.acc.release(b)
+		return
+	}
+	s.complete(b, baseOffset, logAppendTime, leaderEpoch(s.p.cl.Snapshot(), b), nil)
 }
 
 // complete runs every callback of a batch, in offset order, and frees it.
@@ -546,6 +614,9 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	}
 	b.completed = true
 	delete(s.inFlightB, b)
+	if s.idemOn {
+		s.onBatchDone(b, err)
+	}
 	for i := range b.recs {
 		pr := &b.recs[i]
 		r := pr.rec

@@ -82,6 +82,11 @@ var (
 	// name, negative partition, ...).
 	ErrInvalidRecord = errors.New("kprod: invalid record")
 
+	// ErrFatal: the producer hit an error it cannot recover from (for
+	// example the idempotent producer was refused a producer id); every
+	// record fails with it until the producer is closed and a new one made.
+	ErrFatal = errors.New("kprod: producer is in a fatal state")
+
 	// ErrAborted: the record was still buffered when the producer was
 	// closed and the close context ended (or it was dropped by an abort).
 	ErrAborted = errors.New("kprod: record aborted before it was delivered")

@@ -22,6 +22,10 @@ say() { printf '==> %s\n' "$*" >&2; }
 
 say "installing Kafka (cached after the first run)"
 "${CLUSTER[@]}" install || exit 1
+# kcat (librdkafka) reads records back in the interop tests, which fail
+# without it under CI.
+command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat) ||
+	say "warning: could not install kcat (apt-get install kcat); the interop tests need it"
 
 cleanup() {
 	say "stopping the Kafka test cluster"

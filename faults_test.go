@@ -1,0 +1,194 @@
+package kprod
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// faultRun produces a known sequence, reads everything back with an
+// independent consumer (franz-go) and counts, per partition, what was
+// lost (acknowledged but not in the log), duplicated (in the log more
+// than once) and reordered (in the log before a record sent earlier).
+type faultRun struct {
+	name       string
+	topic      string
+	partitions int32
+	perPart    int // records per partition
+
+	mu       sync.Mutex
+	acked    map[string]bool // "p:i" → acknowledged
+	failed   map[string]error
+	calls    map[string]int
+	start    time.Time
+	finished time.Time
+}
+
+type faultCounts struct {
+	sent, acked, failed, inLog, lost, dup, reordered, extraCalls int
+}
+
+func (c faultCounts) String() string {
+	return fmt.Sprintf("sent=%d acked=%d failed=%d in_log=%d lost=%d duplicated=%d reordered=%d callback_errors=%d",
+		c.sent, c.acked, c.failed, c.inLog, c.lost, c.dup, c.reordered, c.extraCalls)
+}
+
+func newFaultRun(name, topic string, partitions int32, perPart int) *faultRun {
+	return &faultRun{name: name, topic: topic, partitions: partitions, perPart: perPart,
+		acked: map[string]bool{}, failed: map[string]error{}, calls: map[string]int{}}
+}
+
+func seqKey(p int32, i int) string { return strconv.Itoa(int(p)) + ":" + strconv.Itoa(i) }
+
+// produce sends perPart records to each partition, round-robin, calling
+// during(k) after every k-th record overall (for injecting faults
+// mid-run), then flushes with the given bound.
+func (f *faultRun) produce(t *testing.T, p *Producer, during func(sent int), flushWithin time.Duration) {
+	t.Helper()
+	f.start = time.Now()
+	var wg sync.WaitGroup
+	sent := 0
+	for i := 0; i < f.perPart; i++ {
+		for part := int32(0); part < f.partitions; part++ {
+			k := seqKey(part, i)
+			r := (&Record{Topic: f.topic, Value: []byte(k)}).ToPartition(part)
+			wg.Add(1)
+			p.Send(context.Background(), r, func(_ *Record, err error) {
+				f.mu.Lock()
+				f.calls[k]++
+				if f.calls[k] == 1 {
+					defer wg.Done()
+				}
+				if err == nil {
+					f.acked[k] = true
+				} else {
+					f.failed[k] = err
+				}
+				f.mu.Unlock()
+			})
+			sent++
+			if during != nil {
+				during(sent)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), flushWithin)
+	defer cancel()
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("%s: flush: %v", f.name, err)
+	}
+	wg.Wait()
+	f.finished = time.Now()
+}
+
+// check consumes the topic and returns the counts; it logs them so that
+// the test output shows every scenario's numbers.
+func (f *faultRun) check(t *testing.T, brokers []string) faultCounts {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(f.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+
+	f.mu.Lock()
+	c := faultCounts{sent: f.perPart * int(f.partitions), acked: len(f.acked), failed: len(f.failed)}
+	for _, n := range f.calls {
+		if n > 1 {
+			c.extraCalls += n - 1
+		}
+	}
+	f.mu.Unlock()
+
+	seen := map[string]int{}
+	last := map[int32]int{}
+	deadline := time.Now().Add(60 * time.Second)
+	quietSince := time.Now()
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			k := string(r.Value)
+			seen[k]++
+			parts := strings.SplitN(k, ":", 2)
+			i, _ := strconv.Atoi(parts[1])
+			if l, ok := last[r.Partition]; ok && i < l {
+				c.reordered++
+			}
+			last[r.Partition] = max(last[r.Partition], i)
+		})
+		if n > 0 {
+			quietSince = time.Now()
+		}
+		// Done when every acked record is in and nothing came for 2s.
+		have := 0
+		for k := range f.acked {
+			if seen[k] > 0 {
+				have++
+			}
+		}
+		if have == c.acked && time.Since(quietSince) > 2*time.Second {
+			break
+		}
+	}
+	for k, n := range seen {
+		c.inLog++
+		if n > 1 {
+			c.dup += n - 1
+		}
+		_ = k
+	}
+	for k := range f.acked {
+		if seen[k] == 0 {
+			c.lost++
+		}
+	}
+	t.Logf("%s: %s (produce took %v)", f.name, c, f.finished.Sub(f.start).Round(time.Millisecond))
+	if c.failed > 0 {
+		f.mu.Lock()
+		byErr := map[string]int{}
+		for _, err := range f.failed {
+			byErr[err.Error()]++
+		}
+		keys := make([]string, 0, len(byErr))
+		for k := range byErr {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			t.Logf("%s: %d records failed with: %s", f.name, byErr[k], k)
+		}
+		f.mu.Unlock()
+	}
+	return c
+}
+
+// assertExactlyOnce is the idempotent producer's promise: nothing
+// acknowledged is lost, nothing duplicated or reordered, every callback
+// once.
+func (c faultCounts) assertExactlyOnce(t *testing.T, name string) {
+	t.Helper()
+	if c.lost != 0 || c.dup != 0 || c.reordered != 0 || c.extraCalls != 0 || c.acked+c.failed != c.sent {
+		t.Fatalf("%s: idempotent producer broke its promise: %s", name, c)
+	}
+}
+
+// assertAtLeastOnce: nothing acknowledged lost, every callback once;
+// duplicates allowed.
+func (c faultCounts) assertAtLeastOnce(t *testing.T, name string) {
+	t.Helper()
+	if c.lost != 0 || c.extraCalls != 0 || c.acked+c.failed != c.sent {
+		t.Fatalf("%s: at-least-once broke its promise: %s", name, c)
+	}
+}

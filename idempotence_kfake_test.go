@@ -1,0 +1,295 @@
+package kprod
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// batchState reads producerId, producerEpoch and baseSequence from a
+// record batch header.
+func batchState(b []byte) (pid int64, epoch int16, seq int32, count int32) {
+	be := binary.BigEndian
+	return int64(be.Uint64(b[43:])), int16(be.Uint16(b[51:])), int32(be.Uint32(b[53:])), int32(be.Uint32(b[57:]))
+}
+
+func TestIdempotentProducerIDAndSequences(t *testing.T) {
+	c := newFake(t, 3)
+	var mu sync.Mutex
+	var initBeforeProduce, produced bool
+	type seen struct {
+		pid        int64
+		epoch      int16
+		seq, count int32
+	}
+	byPart := map[int32][]seen{}
+	c.ControlKey(22, func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		if !produced {
+			initBeforeProduce = true
+		}
+		mu.Unlock()
+		return nil, nil, false
+	})
+	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		produced = true
+		for _, tp := range r.(*kmsg.ProduceRequest).Topics {
+			for _, pp := range tp.Partitions {
+				pid, ep, seq, n := batchState(pp.Records)
+				byPart[pp.Partition] = append(byPart[pp.Partition], seen{pid, ep, seq, n})
+			}
+		}
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.BatchSize = 1024 // many batches
+	p := newTestProducer(t, cfg)
+	f := newFaultRun("sequences", "t", 3, 2000)
+	f.produce(t, p, nil, 20*time.Second)
+	f.check(t, c.ListenAddrs()).assertExactlyOnce(t, "sequences")
+
+	mu.Lock()
+	defer mu.Unlock()
+	if !initBeforeProduce {
+		t.Fatal("no InitProducerId before the first produce")
+	}
+	for part, ss := range byPart {
+		next := int32(0)
+		for _, s := range ss {
+			if s.pid < 0 || s.epoch < 0 {
+				t.Fatalf("partition %d: batch without producer id/epoch: %+v", part, s)
+			}
+			if s.seq != next {
+				t.Fatalf("partition %d: baseSequence %d, want %d", part, s.seq, next)
+			}
+			next += s.count
+		}
+	}
+}
+
+// Every retriable produce error, with a fault on several requests: the
+// idempotent producer delivers every record exactly once and in order.
+// REQUEST_TIMED_OUT and NOT_ENOUGH_REPLICAS_AFTER_APPEND are the
+// lost-acknowledgement cases: kfake appends the batch and still fails it.
+func TestIdempotentRetriableErrorsExactlyOnce(t *testing.T) {
+	for _, e := range []*fkerr.Error{
+		fkerr.NotLeaderForPartition, fkerr.LeaderNotAvailable, fkerr.RequestTimedOut, fkerr.NotEnoughReplicas,
+		fkerr.NotEnoughReplicasAfterAppend, fkerr.UnknownTopicOrPartition, fkerr.KafkaStorageError,
+		fkerr.CorruptMessage, fkerr.OutOfOrderSequenceNumber, fkerr.UnknownProducerID,
+	} {
+		t.Run(e.Message, func(t *testing.T) {
+			c := newFake(t, 3)
+			cfg := testConfig(c)
+			cfg.BatchSize = 2048
+			cfg.RetryBackoff = 5 * time.Millisecond
+			cfg.RetryBackoffMax = 20 * time.Millisecond
+			p := newTestProducer(t, cfg)
+			f := newFaultRun(e.Message, "t", 3, 1500)
+			var h *kfake.FaultHandle
+			f.produce(t, p, func(sent int) {
+				if sent == 300 {
+					h = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: e, Count: 6})
+				}
+			}, 30*time.Second)
+			if h.Hits() == 0 {
+				t.Fatalf("the fault never hit a produce request")
+			}
+			f.check(t, c.ListenAddrs()).assertExactlyOnce(t, e.Message)
+		})
+	}
+}
+
+// The classic duplicate: the broker wrote the batch but the producer
+// never got the acknowledgement. Idempotent: no duplicate. At least once
+// (idempotence off): duplicates allowed, nothing lost.
+func TestLostAcknowledgement(t *testing.T) {
+	for _, idem := range []bool{true, false} {
+		name := "idempotent"
+		if !idem {
+			name = "at-least-once"
+		}
+		t.Run(name, func(t *testing.T) {
+			c := newFake(t, 2)
+			cfg := testConfig(c)
+			cfg.EnableIdempotence = &idem
+			cfg.RetryBackoff = 5 * time.Millisecond
+			p := newTestProducer(t, cfg)
+			f := newFaultRun("lost ack "+name, "t", 2, 1000)
+			f.produce(t, p, func(sent int) {
+				if sent == 500 {
+					c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.RequestTimedOut, Count: 3})
+				}
+			}, 20*time.Second)
+			counts := f.check(t, c.ListenAddrs())
+			if idem {
+				counts.assertExactlyOnce(t, name)
+			} else {
+				counts.assertAtLeastOnce(t, name)
+			}
+		})
+	}
+}
+
+// Responses delayed past request.timeout.ms: the requests time out, the
+// connection is closed, the batches are retried, and the broker had in
+// fact written them.
+func TestIdempotentResponsesDelayedPastRequestTimeout(t *testing.T) {
+	c := newFake(t, 2)
+	stop := stopAtCleanup(t)
+	var delayed atomic.Int32
+	c.ControlKey(0, func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if delayed.Add(1) <= 3 {
+			c.SleepControl(func() { sleepOrStop(700*time.Millisecond, stop) })
+		}
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.RequestTimeout = 300 * time.Millisecond
+	cfg.RetryBackoff = 10 * time.Millisecond
+	p := newTestProducer(t, cfg)
+	f := newFaultRun("delayed responses", "t", 2, 500)
+	f.produce(t, p, nil, 20*time.Second)
+	f.check(t, c.ListenAddrs()).assertExactlyOnce(t, "delayed responses")
+}
+
+// The connection cut with requests in flight: every in-flight request
+// fails once with a lost connection and is retried; no duplicates.
+func TestIdempotentConnectionCutInFlight(t *testing.T) {
+	c := newFake(t, 3)
+	var n atomic.Int32
+	c.ControlKey(0, func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if k := n.Add(1); k == 20 || k == 40 {
+			return nil, errors.New("cut"), true // kfake drops the connection
+		}
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.Linger = 0
+	cfg.BatchSize = 512
+	cfg.RetryBackoff = 5 * time.Millisecond
+	p := newTestProducer(t, cfg)
+	f := newFaultRun("connection cut", "t", 3, 1000)
+	f.produce(t, p, nil, 20*time.Second)
+	f.check(t, c.ListenAddrs()).assertExactlyOnce(t, "connection cut")
+}
+
+// delivery.timeout.ms holds for a batch in flight, and the records after
+// it are still delivered, in order, without a gap: the sequence is
+// resolved (here by an epoch bump) instead of failing every later batch.
+func TestIdempotentDeliveryTimeoutInFlightKeepsLaterRecords(t *testing.T) {
+	c := newFake(t, 1)
+	stop := stopAtCleanup(t)
+	var n atomic.Int32
+	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		switch n.Add(1) {
+		case 1: // the first attempt fails, so the retry starts late
+			return produceResp(r.(*kmsg.ProduceRequest), 19 /* NOT_ENOUGH_REPLICAS */, nil), nil, true
+		case 2: // the retry is held past delivery.timeout.ms
+			c.SleepControl(func() { sleepOrStop(3*time.Second, stop) })
+		}
+		return nil, nil, false
+	})
+	var inits atomic.Int32
+	c.ControlKey(22, func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		inits.Add(1)
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.Linger = 0
+	// The retry goes at ≈1s and would time out at ≈2.9s
+	// (request.timeout.ms); delivery.timeout.ms must end it at 2s.
+	cfg.RetryBackoff = time.Second
+	cfg.RetryBackoffMax = time.Second
+	cfg.RequestTimeout = 1900 * time.Millisecond
+	cfg.DeliveryTimeout = 2 * time.Second
+	p := newTestProducer(t, cfg)
+	ctx := context.Background()
+	a := &Record{Topic: "t", Value: []byte("a")}
+	aErr := make(chan error, 1)
+	start := time.Now()
+	p.Send(ctx, a, func(_ *Record, err error) { aErr <- err })
+	time.Sleep(1300 * time.Millisecond) // a's retry is in flight
+	var later []*Record
+	o := newOutcomes(t)
+	for i := 0; i < 50; i++ {
+		r := &Record{Topic: "t", Value: []byte{byte('b' + i%20)}}
+		later = append(later, r)
+		p.Send(ctx, r, o.cb())
+	}
+	select {
+	case err := <-aErr:
+		if !errors.Is(err, ErrDeliveryTimeout) {
+			t.Fatalf("first record: got %v, want ErrDeliveryTimeout", err)
+		}
+		if el := time.Since(start); el > 2700*time.Millisecond {
+			t.Fatalf("delivery.timeout.ms of 2s for an in-flight batch reported after %v", el)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no callback for the first record")
+	}
+	o.wait(t, 15*time.Second)
+	last := int64(-1)
+	for _, r := range later {
+		if err := o.errs[r]; err != nil {
+			t.Fatalf("a record after the expired one failed: %v", err)
+		}
+		if r.Offset <= last {
+			t.Fatalf("offsets out of order: %d after %d", r.Offset, last)
+		}
+		last = r.Offset
+	}
+	if inits.Load() < 2 {
+		t.Fatalf("InitProducerId sent %d times: the gap left by the expired batch needs an epoch bump", inits.Load())
+	}
+}
+
+func TestIdempotenceConflictsWithAcks(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = []string{"127.0.0.1:1"}
+	on := true
+	cfg.EnableIdempotence = &on
+	cfg.Acks = AcksLeader
+	if _, err := NewProducer(cfg); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("enable.idempotence=true with acks=1: got %v, want ErrInvalidConfig", err)
+	}
+	cfg.EnableIdempotence = nil
+	p, err := NewProducer(cfg)
+	if err != nil {
+		t.Fatalf("acks=1 with idempotence left at its default: %v", err)
+	}
+	defer p.Close(context.Background())
+	if p.snd.idemOn {
+		t.Fatal("acks=1 without an explicit enable.idempotence must turn idempotence off, as Java does")
+	}
+}
+
+// stopAtCleanup returns a channel closed when the test ends, before the
+// fake cluster is closed, so that slept controls do not outlive the test.
+func stopAtCleanup(t *testing.T) chan struct{} {
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	return stop
+}
+
+func sleepOrStop(d time.Duration, stop chan struct{}) {
+	select {
+	case <-time.After(d):
+	case <-stop:
+	}
+}
