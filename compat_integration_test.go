@@ -355,8 +355,8 @@ func compatRecords(rng *rand.Rand, topic, codec string) []*Record {
 		}
 	}
 	recs = append(recs,
-		&Record{Topic: topic, Key: []byte(codec + "-tombstone")},                     // null value
-		&Record{Topic: topic, Key: []byte(codec + "-empty"), Value: []byte{}},        // empty value
+		&Record{Topic: topic, Key: []byte(codec + "-tombstone")},                      // null value
+		&Record{Topic: topic, Key: []byte(codec + "-empty"), Value: []byte{}},         // empty value
 		&Record{Topic: topic, Headers: []Header{{Key: "only", Value: []byte("hdr")}}}, // null key and value
 	)
 	return recs
