@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The real binary, with real signals: main must turn SIGINT/SIGTERM into
+// "stop reading, deliver what was read, exit" while stdin stays open.
+func TestBinaryProduceSignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "kprod")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			c := newCluster(t, 1, "t")
+			// linger.ms=60000 holds the last, partial batch until the
+			// producer closes: only the shutdown path can deliver it.
+			// batch.size=300 sends the full batches at once, which shows
+			// the test when the lines have been read.
+			cmd := exec.Command(bin, "produce", "-b", strings.Join(c.ListenAddrs(), ","), "-t", "t",
+				"-X", "linger.ms=60000", "-X", "batch.size=300")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stdin.Close()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			exited := false
+			defer func() {
+				if !exited {
+					cmd.Process.Kill()
+					<-done
+				}
+			}()
+
+			const n = 100
+			var in strings.Builder
+			for i := range n {
+				fmt.Fprintf(&in, "line-%03d\n", i)
+			}
+			// One write under PIPE_BUF arrives whole: the binary reads all
+			// lines in one read, so once the first batch is visible, every
+			// line has been read.
+			if _, err := stdin.Write([]byte(in.String())); err != nil {
+				t.Fatal(err)
+			}
+			waitForRecords(t, c.ListenAddrs(), "t", 1)
+
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				exited = true
+				var ee *exec.ExitError
+				if err != nil && !errors.As(err, &ee) {
+					t.Fatal(err)
+				}
+				if code := cmd.ProcessState.ExitCode(); code != 0 {
+					t.Errorf("exit %d, want 0\nstderr: %s", code, stderr.String())
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("kprod produce did not exit within 20s of %v\nstderr: %s", sig, stderr.String())
+			}
+			if want := fmt.Sprintf("%d records sent, 0 failed (interrupted", n); !strings.Contains(stderr.String(), want) {
+				t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+			}
+			recs := consume(t, c.ListenAddrs(), "t", n)
+			for i, r := range recs {
+				if want := fmt.Sprintf("line-%03d", i); string(r.Value) != want {
+					t.Fatalf("record %d is %q, want %q", i, r.Value, want)
+				}
+			}
+		})
+	}
+}
+
+// waitForRecords waits until topic holds at least n records.
+func waitForRecords(t *testing.T, brokers []string, topic string, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	got := 0
+	for got < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("only %d records in %s after 15s, want %d", got, topic, n)
+		}
+		got += len(fs.Records())
+	}
+}

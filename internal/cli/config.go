@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/kprod/kprod"
+)
+
+// producerFlags are the ways both commands take producer settings, in
+// increasing precedence: the properties file, then --producer-props
+// (perf) or --producer-property (produce), then -X, then
+// --bootstrap-server. Later ones win, as in Kafka's tools where
+// --producer-props "take precedence over those passed via
+// --producer.config".
+type producerFlags struct {
+	configFile string
+	props      []string // k=v from --producer-props / --producer-property
+	x          []string // k=v from -X
+	brokers    string
+}
+
+func (pf *producerFlags) register(fs *flagSet, propsFlag string, multi bool) {
+	fs.stringVar(&pf.brokers, []string{"--bootstrap-server", "--brokers", "-b"}, "HOST:PORT[,HOST:PORT...]",
+		"the brokers to connect to (bootstrap.servers); overrides bootstrap.servers from the other flags")
+	if multi {
+		fs.listVar(&pf.props, []string{propsFlag}, "PROP-NAME=PROP-VALUE",
+			"producer properties by their Java names (acks=1 linger.ms=10 ...); several may follow the flag. They take precedence over --producer.config", true)
+	} else {
+		fs.listVar(&pf.props, []string{propsFlag}, "PROP-NAME=PROP-VALUE",
+			"a producer property by its Java name (acks=1, linger.ms=10, ...); repeatable. Takes precedence over --producer.config", false)
+	}
+	fs.stringVar(&pf.configFile, []string{"--producer.config"}, "CONFIG-FILE",
+		"a Java producer.properties file; Java-only properties (serializers, interceptors, ...) are accepted and ignored")
+	fs.listVar(&pf.x, []string{"-X"}, "PROP-NAME=PROP-VALUE",
+		"a producer property by its Java name, like "+propsFlag+"; repeatable, wins over both", false)
+}
+
+// configError is a bad producer setting: exit status 2 with the library's
+// message, which names the property.
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+// build returns the producer Config. defaults are properties applied
+// before everything else (perf's client.id). The bootstrap list may come
+// out empty; the caller decides whether that is an error.
+func (pf *producerFlags) build(defaults map[string]string) (kprod.Config, error) {
+	cfg := kprod.DefaultConfig()
+	set := func(source, name, value string) error {
+		if err := cfg.Set(name, value); err != nil {
+			if source == "" {
+				return &configError{err}
+			}
+			return &configError{fmt.Errorf("%s: %w", source, err)}
+		}
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(defaults)) {
+		if err := set("", k, defaults[k]); err != nil {
+			return cfg, err
+		}
+	}
+	if pf.configFile != "" {
+		props, err := kprod.LoadProperties(pf.configFile)
+		if err != nil {
+			return cfg, &configError{err}
+		}
+		for _, k := range slices.Sorted(maps.Keys(props)) {
+			if err := set(pf.configFile, k, props[k]); err != nil {
+				return cfg, err
+			}
+		}
+	}
+	for _, group := range []struct {
+		flag string
+		kvs  []string
+	}{{"", pf.props}, {"-X", pf.x}} {
+		for _, kv := range group.kvs {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || strings.TrimSpace(k) == "" {
+				return cfg, usagef("invalid property %q: want PROP-NAME=PROP-VALUE", kv)
+			}
+			if err := set("", k, v); err != nil {
+				return cfg, err
+			}
+		}
+	}
+	if strings.TrimSpace(pf.brokers) != "" {
+		if err := set("", "bootstrap.servers", pf.brokers); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// validate checks the Config as NewProducer will, so that a bad setting
+// is a usage error (exit 2) and not a failure of the run.
+func validate(cfg *kprod.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return &configError{err}
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/kprod/kprod/kerr"
+)
+
+// errorType names the kind of a record's failure for the "errors by type"
+// summaries: the name of the kerr sentinel it wraps ("ErrDeliveryTimeout")
+// or the Kafka name of the broker error ("NOT_ENOUGH_REPLICAS").
+//
+// An error can wrap several: a delivery timeout wraps the last broker
+// error, a metadata timeout the dial error behind it. The outcome the
+// record met comes first (timed out, aborted, unknown topic...); the cause
+// is in the message.
+func errorType(err error) string {
+	for _, s := range outcomeSentinels {
+		if errors.Is(err, s.err) {
+			return s.name
+		}
+	}
+	var be *kerr.BrokerError
+	if errors.As(err, &be) {
+		return be.Name
+	}
+	for _, s := range causeSentinels {
+		if errors.Is(err, s.err) {
+			return s.name
+		}
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "context.Canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "context.DeadlineExceeded"
+	}
+	return "other"
+}
+
+type namedErr struct {
+	name string
+	err  error
+}
+
+var outcomeSentinels = []namedErr{
+	{"ErrDeliveryTimeout", kerr.ErrDeliveryTimeout},
+	{"ErrAborted", kerr.ErrAborted},
+	{"ErrClosed", kerr.ErrClosed},
+	{"ErrUnknownTopic", kerr.ErrUnknownTopic},
+	{"ErrUnknownPartition", kerr.ErrUnknownPartition},
+	{"ErrMetadataTimeout", kerr.ErrMetadataTimeout},
+	{"ErrRecordTooLarge", kerr.ErrRecordTooLarge},
+	{"ErrBufferFull", kerr.ErrBufferFull},
+	{"ErrInvalidRecord", kerr.ErrInvalidRecord},
+	{"ErrInvalidConfig", kerr.ErrInvalidConfig},
+}
+
+var causeSentinels = []namedErr{
+	{"ErrRequestTimeout", kerr.ErrRequestTimeout},
+	{"ErrConnectionLost", kerr.ErrConnectionLost},
+	{"ErrDial", kerr.ErrDial},
+	{"ErrUnsupportedVersion", kerr.ErrUnsupportedVersion},
+	{"ErrTooManyInFlight", kerr.ErrTooManyInFlight},
+}
+
+// clusterUnavailable reports errors that mean the cluster took no record
+// for max.block.ms: every following record would wait as long and fail
+// the same way, so the commands stop instead of hanging record by record.
+func clusterUnavailable(err error) bool {
+	return errors.Is(err, kerr.ErrUnknownTopic) || errors.Is(err, kerr.ErrMetadataTimeout) ||
+		errors.Is(err, kerr.ErrBufferFull)
+}
+
+// failures counts failed records by type and keeps the first few messages.
+// Callbacks add to it from the producer's goroutines.
+type failures struct {
+	mu     sync.Mutex
+	byType map[string]int64
+	total  int64
+	first  []string
+}
+
+const keepErrors = 5
+
+func (f *failures) add(where string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byType == nil {
+		f.byType = map[string]int64{}
+	}
+	f.byType[errorType(err)]++
+	f.total++
+	if len(f.first) < keepErrors {
+		msg := err.Error()
+		if where != "" {
+			msg = where + ": " + msg
+		}
+		f.first = append(f.first, msg)
+	}
+}
+
+func (f *failures) count() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.total
+}
+
+// snapshot returns a copy of the counts by type (never nil).
+func (f *failures) snapshot() map[string]int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]int64, len(f.byType))
+	for k, v := range f.byType {
+		out[k] = v
+	}
+	return out
+}
+
+// summary is "ErrDeliveryTimeout=3, NOT_ENOUGH_REPLICAS=1", most frequent
+// first.
+func (f *failures) summary() string {
+	m := f.snapshot()
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a] != m[b] {
+			if m[a] > m[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printFirst writes the first errors kept, one a line.
+func (f *failures) printFirst(w io.Writer, prefix string) {
+	f.mu.Lock()
+	first := slices.Clone(f.first)
+	total := f.total
+	f.mu.Unlock()
+	if len(first) == 0 {
+		return
+	}
+	if total > int64(len(first)) {
+		fmt.Fprintf(w, "%sthe first %d errors of %d:\n", prefix, len(first), total)
+	}
+	for _, m := range first {
+		fmt.Fprintf(w, "%s  %s\n", prefix, m)
+	}
+}

@@ -1,0 +1,510 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kprod/kprod"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+const perfDescription = `Measure the producer's throughput and latency, like Kafka's ` +
+	`kafka-producer-perf-test.sh (ProducerPerformance), and with the same output. ` +
+	`Every 5 seconds it prints the records acknowledged in the window; at the end a summary ` +
+	`with latency percentiles over every record (Send to callback). ` +
+	`Without --bootstrap-server (or bootstrap.servers in the other flags) it starts an ` +
+	`embedded 3-broker in-process cluster (kfake) with the topic, so "kprod perf" alone runs a benchmark.`
+
+type perfCmd struct {
+	topic            string
+	numRecords       int64
+	recordSize       int64
+	payloadFile      string
+	payloadDelimiter string
+	payloadMonotonic bool
+	throughput       float64
+	warmup           int64
+	json             bool
+	printMetrics     bool
+	partitions       int64
+	pf               producerFlags
+
+	fs            *flagSet
+	recordSizeDef *flagDef
+	partitionsDef *flagDef
+}
+
+func newPerfCmd() *perfCmd {
+	c := &perfCmd{topic: "perf-test", numRecords: 1_000_000, recordSize: 100, throughput: -1,
+		payloadDelimiter: `\n`, partitions: 6}
+	fs := newFlagSet("perf")
+	fs.stringVar(&c.topic, []string{"--topic"}, "TOPIC", "produce messages to this topic")
+	fs.intVar(&c.numRecords, []string{"--num-records"}, "NUM-RECORDS", "number of messages to produce")
+	c.recordSizeDef = fs.intVar(&c.recordSize, []string{"--record-size"}, "RECORD-SIZE",
+		"message size in bytes: random upper-case letters, as Java's tool sends. Give at most one of --record-size, --payload-file, --payload-monotonic")
+	fs.stringVar(&c.payloadFile, []string{"--payload-file"}, "PAYLOAD-FILE",
+		"file to read the message payloads from, split by --payload-delimiter; each message is one of them chosen at random")
+	fs.stringVar(&c.payloadDelimiter, []string{"--payload-delimiter"}, "PAYLOAD-DELIMITER",
+		`delimiter of the payloads in --payload-file (escapes \n \t \r \0 \\ are understood); ignored without --payload-file`)
+	fs.boolVar(&c.payloadMonotonic, []string{"--payload-monotonic"}, "payload is a monotonically increasing integer (the record's number)")
+	fs.floatVar(&c.throughput, []string{"--throughput"}, "THROUGHPUT",
+		"throttle to approximately THROUGHPUT messages/sec; -1 disables throttling")
+	c.pf.register(fs, "--producer-props", true)
+	fs.intVar(&c.warmup, []string{"--warmup-records"}, "WARMUP-RECORDS",
+		"the number of first records to treat as warmup: they are left out of an extra steady-state summary line printed after the complete test summary")
+	fs.boolVar(&c.json, []string{"--json"}, "print the results as one JSON object on stdout, and nothing else there (periodic lines go to stderr)")
+	fs.boolVar(&c.printMetrics, []string{"--print-metrics"},
+		"print metrics at the end of the test. kprod has no producer metrics yet: this prints the tool's own counts (records, bytes, errors by type)")
+	c.partitionsDef = fs.intVar(&c.partitions, []string{"--partitions"}, "N",
+		"partitions of the topic in the embedded cluster; ignored with --bootstrap-server")
+	c.fs = fs
+	return c
+}
+
+func (c *perfCmd) usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: kprod perf [--topic TOPIC] [--num-records N] [--record-size B | --payload-file FILE]")
+	fmt.Fprintln(w, "                  [--throughput R] [--bootstrap-server HOST:PORT,...] [--producer-props K=V ...]")
+	fmt.Fprintln(w, "                  [--producer.config FILE] [-X K=V]... [--warmup-records N] [--json] [--print-metrics]")
+	fmt.Fprintln(w)
+	printWrapped(w, perfDescription)
+	fmt.Fprintln(w)
+	c.fs.printUsage(w)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "examples:")
+	fmt.Fprintln(w, "  kprod perf --num-records 200000")
+	fmt.Fprintln(w, "  kprod perf --bootstrap-server localhost:9092 --topic t --num-records 1000000 --record-size 1024 \\")
+	fmt.Fprintln(w, "      --throughput -1 --producer-props acks=1 linger.ms=10 --json")
+}
+
+// perfRun is one run's state shared with the producer's callbacks.
+type perfRun struct {
+	total, steady *stats
+	fails         failures
+	sent          atomic.Int64
+	fatal         atomic.Pointer[error]
+}
+
+// reportInterval is how often the periodic line is printed (Java: 5s).
+var reportInterval = 5 * time.Second
+
+func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	rest, err := c.fs.parse(args)
+	if err != nil {
+		return usageFail(stderr, "perf", err)
+	}
+	if c.fs.help {
+		c.usage(stdout)
+		return exitOK
+	}
+	if len(rest) > 0 {
+		return usageFail(stderr, "perf", usagef("unexpected argument %q", rest[0]))
+	}
+	if err := c.check(); err != nil {
+		return usageFail(stderr, "perf", err)
+	}
+	payloads, err := c.readPayloads(stderr)
+	if err != nil {
+		return usageFail(stderr, "perf", err)
+	}
+	cfg, err := c.pf.build(map[string]string{"client.id": "perf-producer-client"})
+	if err != nil {
+		return usageFail(stderr, "perf", err)
+	}
+	embedded := len(cfg.BootstrapServers) == 0
+	if embedded {
+		// Check the rest of the settings before starting anything.
+		probe := cfg
+		probe.BootstrapServers = []string{"127.0.0.1:9092"}
+		if err := validate(&probe); err != nil {
+			return usageFail(stderr, "perf", err)
+		}
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(int32(c.partitions), c.topic))
+		if err != nil {
+			fmt.Fprintf(stderr, "kprod perf: cannot start the embedded cluster: %v\n", err)
+			return exitFail
+		}
+		defer cluster.Close()
+		cfg.BootstrapServers = cluster.ListenAddrs()
+		fmt.Fprintf(stderr, "kprod perf: no --bootstrap-server given: started an embedded 3-broker cluster (kfake, in this process) at %s with topic %q of %d partitions. It measures kprod against an in-memory fake, not a real Kafka.\n",
+			strings.Join(cfg.BootstrapServers, ","), c.topic, c.partitions)
+	} else if c.partitionsDef.wasSet {
+		fmt.Fprintln(stderr, "kprod perf: --partitions applies only to the embedded cluster; ignored with --bootstrap-server")
+	}
+	if err := validate(&cfg); err != nil {
+		return usageFail(stderr, "perf", err)
+	}
+	if len(cfg.IgnoredProperties) > 0 {
+		fmt.Fprintf(stderr, "kprod perf: ignored Java-only properties: %s\n", strings.Join(cfg.IgnoredProperties, ", "))
+	}
+	p, err := kprod.NewProducer(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "kprod perf: %v\n", err)
+		return exitUsage
+	}
+	if c.warmup > 0 {
+		fmt.Fprintf(stderr, "Warmup first %d records. Steady state results will print after the complete test summary.\n", c.warmup)
+	}
+
+	out := stdout
+	if c.json {
+		out = stderr
+	}
+	start := time.Now()
+	r := &perfRun{total: newStats(start)}
+	rep := startReporter(r, c.numRecords, out, stderr)
+	interrupted := c.produce(ctx, p, r, newPayloadGen(c, payloads))
+	closeErr := closeProducer(ctx, p, cfg.DeliveryTimeout)
+	end := time.Now()
+	rep.stop()
+
+	if f := r.fatal.Load(); f != nil {
+		fmt.Fprintf(stderr, "kprod perf: stopped: %v\n", *f)
+		return exitFail
+	}
+	if closeErr != nil {
+		fmt.Fprintf(stderr, "kprod perf: %v\n", closeErr)
+	}
+	if interrupted {
+		fmt.Fprintf(stderr, "kprod perf: interrupted after %d of %d records\n", r.sent.Load(), c.numRecords)
+	}
+	c.report(stdout, stderr, r, end, embedded, interrupted)
+
+	switch {
+	case r.fails.count() > 0:
+		return exitFail
+	case interrupted:
+		return exitInterrupted
+	}
+	return exitOK
+}
+
+func (c *perfCmd) check() error {
+	if c.topic == "" {
+		return usagef("--topic must not be empty")
+	}
+	if c.numRecords <= 0 {
+		return usagef("--num-records should be greater than zero")
+	}
+	if c.warmup < 0 || c.warmup >= c.numRecords {
+		return usagef("the value for --warmup-records must be at least 0 and strictly fewer than the number of records in the test, --num-records")
+	}
+	if c.recordSize <= 0 || c.recordSize > 1<<30 {
+		return usagef("--record-size should be greater than zero (and at most 1 GiB)")
+	}
+	n := 0
+	for _, set := range []bool{c.recordSizeDef.wasSet, c.payloadFile != "", c.payloadMonotonic} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return usagef("give at most one of --record-size, --payload-file, --payload-monotonic")
+	}
+	if c.throughput == 0 || c.throughput != c.throughput {
+		return usagef("--throughput must be a positive rate in records/sec, or -1 for no throttling")
+	}
+	if c.partitions < 1 || c.partitions > 1<<20 {
+		return usagef("--partitions must be at least 1")
+	}
+	return nil
+}
+
+// readPayloads reads --payload-file as Java does: split on the delimiter,
+// empty pieces dropped.
+func (c *perfCmd) readPayloads(stderr io.Writer) ([][]byte, error) {
+	if c.payloadFile == "" {
+		return nil, nil
+	}
+	delim, err := unescape(c.payloadDelimiter)
+	if err != nil || delim == "" {
+		return nil, usagef("invalid --payload-delimiter %q: %v", c.payloadDelimiter, err)
+	}
+	abs, _ := filepath.Abs(c.payloadFile)
+	fmt.Fprintf(stderr, "Reading payloads from: %s\n", abs)
+	data, err := os.ReadFile(c.payloadFile)
+	if err != nil {
+		return nil, usagef("--payload-file: %v", err)
+	}
+	var out [][]byte
+	for _, p := range bytes.Split(data, []byte(delim)) {
+		if len(p) > 0 {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, usagef("--payload-file %s holds no payload", c.payloadFile)
+	}
+	fmt.Fprintf(stderr, "Number of messages read: %d\n", len(out))
+	return out, nil
+}
+
+// produce sends the records, throttled, and reports whether ctx ended it.
+func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, gen *payloadGen) (interrupted bool) {
+	var first chan error
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	start := time.Now()
+	for i := int64(0); i < c.numRecords; i++ {
+		if ctx.Err() != nil {
+			return true
+		}
+		if r.fatal.Load() != nil {
+			return false
+		}
+		value := gen.next(i)
+		rec := &kprod.Record{Topic: c.topic, Value: value}
+		if i == c.warmup && c.warmup > 0 {
+			r.steady = newStats(time.Now())
+		}
+		steady := r.steady
+		size := len(value)
+		var firstCh chan error
+		if i == 0 {
+			first = make(chan error, 1)
+			firstCh = first
+		}
+		sendStart := time.Now()
+		r.sent.Add(1)
+		p.Send(ctx, rec, func(_ *kprod.Record, err error) {
+			if firstCh != nil {
+				firstCh <- err
+			}
+			if err != nil {
+				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+					r.sent.Add(-1) // never buffered: the run was interrupted
+					return
+				}
+				if clusterUnavailable(err) {
+					r.fatal.CompareAndSwap(nil, &err)
+				}
+				r.fails.add("", err)
+				return
+			}
+			lat := time.Since(sendStart)
+			r.total.record(lat, size)
+			if steady != nil {
+				steady.record(lat, size)
+			}
+		})
+		if i == 0 {
+			// Fail fast: an unreachable cluster or unknown topic shows
+			// on the first record; do not queue a million behind it.
+			select {
+			case err := <-first:
+				if err != nil && ctx.Err() == nil {
+					r.fatal.CompareAndSwap(nil, &err)
+					return false
+				}
+			case <-ctx.Done():
+				return true
+			}
+		}
+		if c.throughput > 0 {
+			due := start.Add(time.Duration(float64(i+1) / c.throughput * float64(time.Second)))
+			if d := time.Until(due); d > time.Millisecond {
+				if timer == nil {
+					timer = time.NewTimer(d)
+				} else {
+					timer.Reset(d)
+				}
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (c *perfCmd) report(stdout, stderr io.Writer, r *perfRun, end time.Time, embedded, interrupted bool) {
+	total := r.total.result(end)
+	var steady *result
+	if r.steady != nil {
+		s := r.steady.result(end)
+		steady = &s
+	}
+	errs := r.fails.snapshot()
+	failed := r.fails.count()
+	r.fails.printFirst(stderr, "kprod perf: ")
+	if c.json {
+		out := perfJSON{
+			result: total, Topic: c.topic, Sent: r.sent.Load(), Failed: failed, Errors: errs,
+			Embedded: embedded, Interrupted: interrupted, WarmupRecords: c.warmup, SteadyState: steady,
+		}
+		enc := json.NewEncoder(stdout)
+		_ = enc.Encode(out)
+		return
+	}
+	total.printTotal(stdout, "")
+	if steady != nil {
+		steady.printTotal(stdout, " steady state")
+	}
+	if failed > 0 {
+		fmt.Fprintf(stdout, "%d records failed: %s.\n", failed, r.fails.summary())
+	}
+	if c.printMetrics {
+		printMetrics(stdout, total, r.sent.Load(), failed, errs)
+	}
+}
+
+// perfJSON is the --json output. Field names are stable: scripts depend
+// on them. The top-level numbers cover every acknowledged record, as Java's
+// first summary line; steady_state leaves out --warmup-records.
+type perfJSON struct {
+	result
+	Topic         string           `json:"topic"`
+	Sent          int64            `json:"sent"`
+	Failed        int64            `json:"failed"`
+	Errors        map[string]int64 `json:"errors"`
+	Embedded      bool             `json:"embedded"`
+	Interrupted   bool             `json:"interrupted"`
+	WarmupRecords int64            `json:"warmup_records"`
+	SteadyState   *result          `json:"steady_state,omitempty"`
+}
+
+func printMetrics(w io.Writer, r result, sent, failed int64, errs map[string]int64) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "kprod has no producer metrics yet; these are kprod perf's own counts:")
+	rows := [][2]string{
+		{"record-send-total", strconv.FormatInt(sent, 10)},
+		{"record-ack-total", strconv.FormatInt(r.Records, 10)},
+		{"record-error-total", strconv.FormatInt(failed, 10)},
+		{"byte-ack-total", strconv.FormatInt(r.Bytes, 10)},
+		{"record-latency-avg-ms", fmt.Sprintf("%.3f", r.AvgLatencyMs)},
+		{"record-latency-max-ms", fmt.Sprintf("%.3f", r.MaxLatencyMs)},
+	}
+	for _, k := range sortedKeys(errs) {
+		rows = append(rows, [2]string{"record-error-total{type=" + k + "}", strconv.FormatInt(errs[k], 10)})
+	}
+	width := len("Metric Name")
+	for _, row := range rows {
+		width = max(width, len(row[0]))
+	}
+	fmt.Fprintf(w, "%-*s   %s\n", width, "Metric Name", "Value")
+	for _, row := range rows {
+		fmt.Fprintf(w, "%-*s : %s\n", width, row[0], row[1])
+	}
+}
+
+// payloadGen makes the records' values.
+type payloadGen struct {
+	size      int
+	list      [][]byte
+	monotonic bool
+	rng       *rand.Rand
+	slab      []byte
+}
+
+func newPayloadGen(c *perfCmd, list [][]byte) *payloadGen {
+	// A fixed seed, as Java's SplittableRandom(0): runs send the same data.
+	return &payloadGen{size: int(c.recordSize), list: list, monotonic: c.payloadMonotonic,
+		rng: rand.New(rand.NewPCG(0, 0))}
+}
+
+func (g *payloadGen) next(i int64) []byte {
+	switch {
+	case len(g.list) > 0:
+		return g.list[g.rng.IntN(len(g.list))]
+	case g.monotonic:
+		return strconv.AppendInt(nil, i, 10)
+	}
+	// A value must not change until its callback: each record gets its own
+	// bytes, cut from a larger slab to save allocations.
+	if len(g.slab) < g.size {
+		g.slab = make([]byte, max(g.size, 1<<20))
+	}
+	v := g.slab[:g.size:g.size]
+	g.slab = g.slab[g.size:]
+	// Upper-case letters, as Java's random.nextInt(26) + 65; 8 per
+	// random word (the multiply-shift maps a byte onto 0..25).
+	for j := 0; j < len(v); j += 8 {
+		x := g.rng.Uint64()
+		for k := j; k < j+8 && k < len(v); k++ {
+			v[k] = 'A' + byte((x&0xff)*26>>8)
+			x >>= 8
+		}
+	}
+	return v
+}
+
+// reporter prints the periodic lines and, when stderr is a terminal, a
+// live progress line.
+type reporter struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+	tty  bool
+	errw io.Writer
+}
+
+func startReporter(r *perfRun, total int64, out, stderr io.Writer) *reporter {
+	rep := &reporter{done: make(chan struct{}), tty: isTerminal(stderr), errw: stderr}
+	rep.wg.Add(1)
+	go func() {
+		defer rep.wg.Done()
+		window := time.NewTicker(reportInterval)
+		defer window.Stop()
+		var progress <-chan time.Time
+		if rep.tty {
+			t := time.NewTicker(250 * time.Millisecond)
+			defer t.Stop()
+			progress = t.C
+		}
+		start := time.Now()
+		for {
+			select {
+			case <-rep.done:
+				return
+			case now := <-window.C:
+				if line := r.total.windowLine(now); line != "" {
+					rep.clear()
+					fmt.Fprintln(out, line)
+				}
+			case now := <-progress:
+				sent, acked, failed := r.sent.Load(), r.total.acked(), r.fails.count()
+				rate := float64(acked) / now.Sub(start).Seconds()
+				fmt.Fprintf(stderr, "\r\033[K%d/%d sent (%.0f%%), %d acknowledged, %d failed, %.0f records/sec",
+					sent, total, 100*float64(sent)/float64(total), acked, failed, rate)
+			}
+		}
+	}()
+	return rep
+}
+
+func (rep *reporter) clear() {
+	if rep.tty {
+		fmt.Fprint(rep.errw, "\r\033[K")
+	}
+}
+
+func (rep *reporter) stop() {
+	close(rep.done)
+	rep.wg.Wait()
+	rep.clear()
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,266 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"sync/atomic"
+
+	"github.com/kprod/kprod"
+	"github.com/kprod/kprod/kerr"
+)
+
+const produceDescription = `Send records read from stdin, one per line (or per --delimiter), ` +
+	`like Kafka's kafka-console-producer.sh. With --key-delimiter each line is KEY<delim>VALUE ` +
+	`(parse.key=true); a line without the delimiter fails. Records are sent asynchronously: ` +
+	`memory is bounded by buffer.memory, and a record longer than max.request.size fails alone. ` +
+	`At the end (EOF, or SIGINT/SIGTERM: then reading stops and what was read is still delivered, ` +
+	`for at most 10s) it prints "N records sent, M failed" on stderr, with the first errors; ` +
+	`the exit status is 1 if any record failed, 2 for bad flags or settings.`
+
+type produceCmd struct {
+	topic        string
+	delimiter    string
+	keyDelimiter string
+	headers      []string
+	partition    int64
+	pf           producerFlags
+
+	fs           *flagSet
+	partitionDef *flagDef
+}
+
+func newProduceCmd() *produceCmd {
+	c := &produceCmd{delimiter: `\n`, partition: -1}
+	fs := newFlagSet("produce")
+	fs.stringVar(&c.topic, []string{"--topic", "-t"}, "TOPIC", "REQUIRED: the topic to produce to")
+	c.pf.register(fs, "--producer-property", false)
+	fs.defs("--bootstrap-server").help = "REQUIRED unless bootstrap.servers is in --producer.config or -X: " +
+		"the brokers to connect to; overrides bootstrap.servers from the other flags"
+	fs.stringVar(&c.delimiter, []string{"--delimiter"}, "DELIM",
+		`what ends a record in the input; escapes \n \t \r \0 \\ are understood. With \n a trailing \r is dropped too`)
+	fs.stringVar(&c.keyDelimiter, []string{"--key-delimiter"}, "SEP",
+		`split each record at the first SEP into key and value (as parse.key=true key.separator=SEP); e.g. ":" or "\t". Default: no key`)
+	fs.listVar(&c.headers, []string{"-H", "--header"}, "KEY=VALUE",
+		"a header added to every record; repeatable. KEY alone (no =) is a header with a null value", false)
+	c.partitionDef = fs.intVar(&c.partition, []string{"--partition"}, "N",
+		"send every record to partition N instead of letting the partitioner choose")
+	c.partitionDef.def = ""
+	c.fs = fs
+	return c
+}
+
+// defs returns the flag registered under name.
+func (fs *flagSet) defs(name string) *flagDef { return fs.byKey[name] }
+
+func (c *produceCmd) usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: kprod produce --bootstrap-server HOST:PORT,... --topic TOPIC [--key-delimiter SEP]")
+	fmt.Fprintln(w, "                     [--delimiter DELIM] [-H KEY=VALUE]... [--partition N]")
+	fmt.Fprintln(w, "                     [--producer.config FILE] [-X PROP=VALUE]... < records")
+	fmt.Fprintln(w)
+	printWrapped(w, produceDescription)
+	fmt.Fprintln(w)
+	c.fs.printUsage(w)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "examples:")
+	fmt.Fprintln(w, "  printf 'k1:v1\\nk2:v2\\n' | kprod produce --brokers localhost:9092 --topic t --key-delimiter :")
+	fmt.Fprintln(w, "  kprod produce -b localhost:9092 -t t -H source=import -X acks=1 -X linger.ms=50 < records.txt")
+}
+
+// inLine is one record read from stdin, or the read error that ended it.
+type inLine struct {
+	data    []byte
+	n       int64 // 1-based
+	tooLong int64 // > 0: the record had this many bytes, more than allowed; data is nil
+	err     error
+}
+
+// produceRun is one run's state shared with the producer's callbacks.
+type produceRun struct {
+	acked atomic.Int64
+	fails failures
+	fatal atomic.Pointer[error]
+}
+
+func (c *produceCmd) run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	rest, err := c.fs.parse(args)
+	if err != nil {
+		return usageFail(stderr, "produce", err)
+	}
+	if c.fs.help {
+		c.usage(stdout)
+		return exitOK
+	}
+	if len(rest) > 0 {
+		return usageFail(stderr, "produce", usagef("unexpected argument %q (records are read from stdin)", rest[0]))
+	}
+	if c.topic == "" {
+		return usageFail(stderr, "produce", usagef("--topic is required"))
+	}
+	delim, err := unescape(c.delimiter)
+	if err != nil || delim == "" {
+		return usageFail(stderr, "produce", usagef("invalid --delimiter %q: %v", c.delimiter, orEmpty(err)))
+	}
+	keyDelim, err := unescape(c.keyDelimiter)
+	if err != nil {
+		return usageFail(stderr, "produce", usagef("invalid --key-delimiter %q: %v", c.keyDelimiter, err))
+	}
+	if c.partitionDef.wasSet && (c.partition < 0 || c.partition > math.MaxInt32) {
+		return usageFail(stderr, "produce", usagef("--partition must be between 0 and %d", math.MaxInt32))
+	}
+	headers, err := parseHeaders(c.headers)
+	if err != nil {
+		return usageFail(stderr, "produce", err)
+	}
+	cfg, err := c.pf.build(nil)
+	if err != nil {
+		return usageFail(stderr, "produce", err)
+	}
+	if len(cfg.BootstrapServers) == 0 {
+		return usageFail(stderr, "produce", usagef("--bootstrap-server is required (or bootstrap.servers in --producer.config or -X)"))
+	}
+	if err := validate(&cfg); err != nil {
+		return usageFail(stderr, "produce", err)
+	}
+	if len(cfg.IgnoredProperties) > 0 {
+		fmt.Fprintf(stderr, "kprod produce: ignored Java-only properties: %s\n", strings.Join(cfg.IgnoredProperties, ", "))
+	}
+	p, err := kprod.NewProducer(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "kprod produce: %v\n", err)
+		return exitUsage
+	}
+
+	rr := startRecordReader(stdin, []byte(delim), cfg.MaxRequestSize)
+
+	r := &produceRun{}
+	send := func(sctx context.Context, l inLine) {
+		what := fmt.Sprintf("record %d", l.n)
+		if delim == "\n" {
+			what = fmt.Sprintf("line %d", l.n)
+		}
+		if l.tooLong > 0 {
+			r.fails.add(what, fmt.Errorf("%w: %d bytes, more than max.request.size (%d)", kerr.ErrRecordTooLarge, l.tooLong, cfg.MaxRequestSize))
+			return
+		}
+		data := l.data
+		if delim == "\n" {
+			data = bytes.TrimSuffix(data, []byte{'\r'})
+		}
+		rec := &kprod.Record{Topic: c.topic, Value: data, Headers: headers}
+		if keyDelim != "" {
+			k, v, ok := bytes.Cut(data, []byte(keyDelim))
+			if !ok {
+				r.fails.add(what, fmt.Errorf("%w: no key delimiter %q found: %q", kerr.ErrInvalidRecord, keyDelim, truncate(data, 80)))
+				return
+			}
+			rec.Key, rec.Value = k, v
+		}
+		if c.partitionDef.wasSet {
+			rec.ToPartition(int32(c.partition))
+		}
+		p.Send(sctx, rec, func(_ *kprod.Record, err error) {
+			if err != nil {
+				if clusterUnavailable(err) {
+					r.fatal.CompareAndSwap(nil, &err)
+				}
+				r.fails.add(what, err)
+				return
+			}
+			r.acked.Add(1)
+		})
+	}
+
+	// Sends after SIGINT still get interruptGrace: a line that was read
+	// is delivered even if Send has to wait for buffer memory.
+	sctx, cancelSends := withGrace(ctx, interruptGrace)
+	defer cancelSends()
+	var readErr error
+	interrupted := false
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			interrupted = true
+			break loop
+		case l, ok := <-rr.lines:
+			if !ok {
+				break loop
+			}
+			if l.err != nil {
+				readErr = l.err
+				break loop
+			}
+			send(sctx, l)
+			if r.fatal.Load() != nil {
+				break loop
+			}
+		}
+	}
+
+	if interrupted {
+		// Deliver what was read: the lines already taken from stdin,
+		// including complete lines still in the reader's buffer.
+		rr.drainRead(func(l inLine) { send(sctx, l) })
+	} else {
+		rr.abandon()
+	}
+
+	closeErr := closeProducer(ctx, p, cfg.DeliveryTimeout)
+	if closeErr != nil {
+		fmt.Fprintf(stderr, "kprod produce: %v\n", closeErr)
+	}
+	failed := r.fails.count()
+	note := ""
+	if interrupted {
+		note = " (interrupted: stopped reading stdin)"
+	}
+	fmt.Fprintf(stderr, "%d records sent, %d failed%s\n", r.acked.Load(), failed, note)
+	if r.fatal.Load() != nil {
+		fmt.Fprintln(stderr, "kprod produce: stopped reading stdin: the cluster took no record within max.block.ms (the error is below)")
+	}
+	if readErr != nil {
+		fmt.Fprintf(stderr, "kprod produce: reading stdin: %v\n", readErr)
+	}
+	if failed > 0 {
+		fmt.Fprintf(stderr, "errors by type: %s\n", r.fails.summary())
+		r.fails.printFirst(stderr, "")
+	}
+	if failed > 0 || readErr != nil || r.fatal.Load() != nil {
+		return exitFail
+	}
+	return exitOK
+}
+
+func parseHeaders(hs []string) ([]kprod.Header, error) {
+	var out []kprod.Header
+	for _, h := range hs {
+		k, v, hasValue := strings.Cut(h, "=")
+		if k == "" {
+			return nil, usagef("invalid header %q: want KEY=VALUE", h)
+		}
+		hd := kprod.Header{Key: k}
+		if hasValue {
+			hd.Value = []byte(v)
+		}
+		out = append(out, hd)
+	}
+	return out, nil
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "..."
+}
+
+func orEmpty(err error) string {
+	if err == nil {
+		return "must not be empty"
+	}
+	return err.Error()
+}
