@@ -3,6 +3,7 @@ package kprod
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -191,4 +192,16 @@ func (c faultCounts) assertAtLeastOnce(t *testing.T, name string) {
 	if c.lost != 0 || c.extraCalls != 0 || c.acked+c.failed != c.sent {
 		t.Fatalf("%s: at-least-once broke its promise: %s", name, c)
 	}
+}
+
+// testLogger sends the producer's warnings and errors to the test log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
