@@ -1,0 +1,103 @@
+//go:build cgo
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+func init() { goClients["confluent"] = newConfluent }
+
+// confluentClient runs confluent-kafka-go, librdkafka through cgo (its
+// bundled static build). go.delivery.report.fields=none: the delivery
+// report does not copy key and value back into Go, which no other client
+// does either. queue.buffering.max.kbytes=32768 is Java's buffer.memory.
+type confluentClient struct {
+	p     *kafka.Producer
+	topic string
+	done  chan struct{}
+}
+
+func newConfluent(w *workload, a *acker) (producer, clientInfo, error) {
+	comp := "none"
+	if isLZ4(w.compression) {
+		comp = "lz4"
+	}
+	p, err := kafka.NewProducer(&kafka.ConfigMap{
+		"bootstrap.servers":          strings.Join(w.brokers, ","),
+		"client.id":                  w.clientID,
+		"acks":                       "all",
+		"enable.idempotence":         true,
+		"linger.ms":                  5,
+		"batch.size":                 w.batch,
+		"compression.type":           comp,
+		"queue.buffering.max.kbytes": bufferMemory / 1024,
+		"go.delivery.report.fields":  "none",
+	})
+	if err != nil {
+		return nil, clientInfo{}, err
+	}
+	c := &confluentClient{p: p, topic: w.topic, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for e := range p.Events() {
+			switch m := e.(type) {
+			case *kafka.Message:
+				a.ack(m.Opaque.(time.Time), m.TopicPartition.Error)
+			case kafka.Error:
+				if m.IsFatal() {
+					fmt.Fprintf(os.Stderr, "confluent: fatal: %v\n", m)
+				}
+			}
+		}
+	}()
+	_, lib := kafka.LibraryVersion()
+	return c, clientInfo{
+		Idempotent: yes(true),
+		Notes:      "enable.idempotence=true; librdkafka " + lib + " (bundled static build)",
+		Version:    moduleVersion("confluent"),
+	}, nil
+}
+
+func (c *confluentClient) produce(ctx context.Context, v []byte, sent time.Time) error {
+	m := &kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &c.topic, Partition: kafka.PartitionAny},
+		Value:          v,
+		Opaque:         sent,
+	}
+	for {
+		err := c.p.Produce(m, nil)
+		var ke kafka.Error
+		if err == nil || !errors.As(err, &ke) || ke.Code() != kafka.ErrQueueFull {
+			return err
+		}
+		// The local queue is full (buffer memory): wait for deliveries.
+		select {
+		case <-time.After(100 * time.Microsecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (c *confluentClient) flush(ctx context.Context) error {
+	for c.p.Flush(100) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *confluentClient) close() error {
+	c.p.Close()
+	<-c.done
+	return nil
+}

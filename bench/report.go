@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// environment describes the machine and the software the numbers come from.
+func environment(o *options) map[string]string {
+	env := map[string]string{
+		"nproc":  fmt.Sprint(runtime.NumCPU()),
+		"go":     runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+		"cpu":    procField("/proc/cpuinfo", "model name"),
+		"memory": procField("/proc/meminfo", "MemTotal"),
+	}
+	env["load average at start"] = loadAvg()
+	if out, err := exec.Command("uname", "-r").Output(); err == nil {
+		env["kernel"] = strings.TrimSpace(string(out))
+	}
+	for _, c := range allClients {
+		if c == "java" {
+			continue
+		}
+		if v := moduleVersion(c); v != "" {
+			env["module "+modulePath[c]] = v
+		}
+	}
+	if slices.Contains(splitList(o.clients), "java") {
+		env["java"] = javaVersion()
+		env["kafka-clients (java)"] = javaKafkaVersion(o.javaLibs)
+	}
+	return env
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+func procField(path, key string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "?"
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+func (rep *report) writeHeader(o *options, clients []string) {
+	md := &rep.md
+	fmt.Fprintf(md, "<!-- %s -->\n\n", rep.Command)
+	fmt.Fprintf(md, "%d records per client and run after %d warm-up records; %d partitions; medians of %d runs; clients: %s.\n\n",
+		o.records, o.warmup, o.partitions, o.runs, strings.Join(clients, ", "))
+	keys := make([]string, 0, len(rep.Env))
+	for k := range rep.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(md, "- %s: %s\n", k, rep.Env[k])
+	}
+	for c, why := range rep.Skipped {
+		fmt.Fprintf(md, "- skipped %s: %s\n", c, why)
+	}
+	md.WriteString("\n")
+}
+
+func (rep *report) writeTable(t *target, cfg config, sums []summary) {
+	md := &rep.md
+	fmt.Fprintf(md, "### %s — %d B values, batch.size %d, compression %s, %s\n\n", t.desc, cfg.Size, cfg.Batch, cfg.Compression, rateText(cfg.Rate))
+	md.WriteString("| client | records/s | MiB/s | p50 ms | p99 ms | max ms | CPU s / 1M records | peak RSS MiB | records/s vs franz-go | CPU/record vs franz-go | idempotent | runs |\n")
+	md.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|\n")
+	for _, s := range sums {
+		if s.Runs == 0 {
+			fmt.Fprintf(md, "| %s | failed | | | | | | | | | | 0/%d |\n", s.Client, s.Failed)
+			continue
+		}
+		name := s.Client
+		if s.KeptUp != nil && !*s.KeptUp {
+			name += " (fell behind the rate)"
+		}
+		fmt.Fprintf(md, "| %s | %.0f | %.1f | %s | %s | %s | %.2f | %.0f | %s | %s | %s | %d/%d |\n",
+			name, s.RecPerSec, s.MiBPerSec, msText(s.P50Ms), msText(s.P99Ms), msText(s.MaxMs),
+			s.CPUPerMRec, s.MaxRSSMiB, ratio(s.RateRatio), ratio(s.CPURatio), yesNo(s.Idempotent), s.Runs, s.Runs+s.Failed)
+	}
+	fmt.Fprintf(md, "\nLoad average when this table was done: %s.\n\n", loadAvg())
+	for _, s := range sums {
+		var notes []string
+		if s.Notes != "" {
+			notes = append(notes, s.Notes)
+		}
+		if s.ExtraRecord > 0 {
+			notes = append(notes, fmt.Sprintf("up to %d more records on the broker than were sent (duplicates from retries)", s.ExtraRecord))
+		}
+		notes = append(notes, s.Errors...)
+		if len(notes) > 0 {
+			fmt.Fprintf(md, "- %s: %s\n", s.Client, strings.Join(notes, "; "))
+		}
+	}
+	md.WriteString("\n")
+}
+
+func (rep *report) writeFooter() {
+	rep.Env["load average at end"] = loadAvg()
+	fmt.Fprintf(&rep.md, "Load average (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", rep.Env["load average at start"], rep.Env["load average at end"])
+	rep.md.WriteString("records/s and MiB/s: measured records (value bytes, MiB = 2^20) over the time from the first send to the last acknowledgement. " +
+		"Latency: from each record's send call to its acknowledgement callback. CPU: user+sys seconds of the client's whole process " +
+		"(start-up and warm-up included) per million records sent; peak RSS: ru_maxrss of that process.\n")
+}
+
+func msText(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func ratio(v float64) string {
+	if v == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f×", v)
+}
+
+func yesNo(b *bool) string {
+	switch {
+	case b == nil:
+		return "?"
+	case *b:
+		return "yes"
+	default:
+		return "no"
+	}
+}

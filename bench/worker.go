@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// producer is what a worker needs from a client: an asynchronous send of
+// one record whose acknowledgement (or failure) the client reports with
+// acker.ack, passing back the send time the record carried through it.
+type producer interface {
+	// produce buffers one record; it may block on the client's own
+	// back-pressure (buffer memory), never on the acknowledgement.
+	produce(ctx context.Context, value []byte, sent time.Time) error
+	// flush asks the client to send what it buffers now, if it can; the
+	// harness then waits for every acknowledgement itself.
+	flush(ctx context.Context) error
+	close() error
+}
+
+// clientInfo describes how a client is configured, for the table notes.
+type clientInfo struct {
+	// Idempotent is nil when the worker cannot tell.
+	Idempotent *bool  `json:"idempotent,omitempty"`
+	Notes      string `json:"notes,omitempty"`
+	Version    string `json:"version,omitempty"`
+}
+
+type newProducerFunc func(w *workload, a *acker) (producer, clientInfo, error)
+
+// workload is what every client is asked to do; the same for all of them.
+type workload struct {
+	brokers     []string
+	topic       string
+	size        int
+	batch       int
+	compression string // none or lz4
+	clientID    string
+}
+
+// bufferMemory is Java's buffer.memory default, used as the buffering
+// bound of every client that has one in bytes.
+const bufferMemory = 32 << 20
+
+// acker collects acknowledgements: latency from the record's send to its
+// acknowledgement into an HDR histogram (microseconds), and counts.
+type acker struct {
+	mu       sync.Mutex
+	hist     *hdrhistogram.Histogram
+	firstErr error
+	failed   int64
+
+	pending atomic.Int64 // sent and not yet acknowledged
+	idle    chan struct{}
+	waiting atomic.Bool
+}
+
+func newAcker() *acker {
+	return &acker{
+		hist: hdrhistogram.New(1, int64(10*time.Minute/time.Microsecond), 3),
+		idle: make(chan struct{}, 1),
+	}
+}
+
+func (a *acker) ack(sent time.Time, err error) {
+	lat := time.Since(sent).Microseconds()
+	a.mu.Lock()
+	if err != nil {
+		a.failed++
+		if a.firstErr == nil {
+			a.firstErr = err
+		}
+	} else {
+		_ = a.hist.RecordValue(max(lat, 1))
+	}
+	a.mu.Unlock()
+	if a.pending.Add(-1) == 0 && a.waiting.Load() {
+		select {
+		case a.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wait returns once every record sent so far is acknowledged.
+func (a *acker) wait(ctx context.Context) error {
+	a.waiting.Store(true)
+	defer a.waiting.Store(false)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for a.pending.Load() != 0 {
+		select {
+		case <-a.idle:
+		case <-tick.C: // covers a wake-up lost between the load and the select
+		case <-ctx.Done():
+			return fmt.Errorf("%d records still unacknowledged: %w", a.pending.Load(), ctx.Err())
+		}
+	}
+	return nil
+}
+
+func (a *acker) reset() {
+	a.mu.Lock()
+	a.hist.Reset()
+	a.failed = 0
+	a.firstErr = nil
+	a.mu.Unlock()
+}
+
+// workerResult is the one JSON line a worker prints.
+type workerResult struct {
+	Client     string  `json:"client"`
+	Records    int     `json:"records"`
+	Failed     int64   `json:"failed"`
+	FirstError string  `json:"first_error,omitempty"`
+	ElapsedSec float64 `json:"elapsed_s"`
+	RecPerSec  float64 `json:"records_per_s"`
+	MiBPerSec  float64 `json:"mib_per_s"`
+	P50Ms      float64 `json:"p50_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	MaxMs      float64 `json:"max_ms"`
+	// LoopCPUSec is the worker's own user+sys CPU over the measured part
+	// only; the coordinator adds the whole process's from wait4.
+	LoopCPUSec float64 `json:"loop_cpu_s"`
+	clientInfo
+}
+
+// payload is one value reused for every record, random upper-case letters
+// as ProducerPerformance makes them, so that lz4 sees the same data.
+func payload(n int) []byte {
+	r := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('A' + r.IntN(26))
+	}
+	return b
+}
+
+func runWorker(o *options) error {
+	mk, ok := goClients[o.client]
+	if !ok {
+		return fmt.Errorf("-client %q: no such Go client (have %v)", o.client, goClientNames())
+	}
+	if mk == nil {
+		return fmt.Errorf("-client %q: %s", o.client, unavailable[o.client])
+	}
+	if o.topic == "" || o.brokers == "" {
+		return errors.New("worker mode needs -topic and -brokers")
+	}
+	w := &workload{
+		brokers:     splitList(o.brokers),
+		topic:       o.topic,
+		size:        o.size,
+		batch:       o.batch,
+		compression: o.compression,
+		clientID:    "bench-" + o.client,
+	}
+	a := newAcker()
+	p, info, err := mk(w, a)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.client, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	val := payload(o.size)
+
+	send := func(n int, rate float64) error {
+		start := time.Now()
+		interval := time.Duration(0)
+		if rate > 0 {
+			interval = time.Duration(float64(time.Second) / rate)
+		}
+		for i := range n {
+			sent := time.Now()
+			if interval > 0 {
+				// Pace against the schedule, sleeping only when a whole
+				// millisecond ahead: sleeping per record is too coarse.
+				if ahead := start.Add(time.Duration(i) * interval).Sub(sent); ahead > time.Millisecond {
+					time.Sleep(ahead)
+					sent = time.Now()
+				}
+			}
+			a.pending.Add(1)
+			if err := p.produce(ctx, val, sent); err != nil {
+				return fmt.Errorf("record %d: %w", i, err)
+			}
+		}
+		if err := p.flush(ctx); err != nil {
+			return err
+		}
+		return a.wait(ctx)
+	}
+
+	// Warm-up: connections, metadata, producer id, pooled buffers.
+	if o.warmup > 0 {
+		if err := send(o.warmup, o.rateN); err != nil {
+			return fmt.Errorf("%s warm-up: %w", o.client, err)
+		}
+		a.mu.Lock()
+		werr := a.firstErr
+		a.mu.Unlock()
+		if werr != nil {
+			return fmt.Errorf("%s warm-up: %w", o.client, werr)
+		}
+	}
+	if f, ok := p.(interface{ afterWarmup() }); ok {
+		f.afterWarmup()
+	}
+	a.reset()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	cpu0 := selfCPU()
+	t0 := time.Now()
+	if err := send(o.records, o.rateN); err != nil {
+		return fmt.Errorf("%s: %w", o.client, err)
+	}
+	elapsed := time.Since(t0)
+	cpu := selfCPU() - cpu0
+	if o.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if f, ok := p.(interface{ info() clientInfo }); ok {
+		info = f.info()
+	}
+	if err := p.close(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench worker %s: close: %v\n", o.client, err)
+	}
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	res := workerResult{
+		Client:     o.client,
+		Records:    o.records,
+		Failed:     a.failed,
+		ElapsedSec: elapsed.Seconds(),
+		RecPerSec:  float64(o.records) / elapsed.Seconds(),
+		MiBPerSec:  float64(o.records) * float64(o.size) / elapsed.Seconds() / (1 << 20),
+		P50Ms:      float64(a.hist.ValueAtQuantile(50)) / 1000,
+		P99Ms:      float64(a.hist.ValueAtQuantile(99)) / 1000,
+		MaxMs:      float64(a.hist.Max()) / 1000,
+		LoopCPUSec: cpu.Seconds(),
+		clientInfo: info,
+	}
+	if a.firstErr != nil {
+		res.FirstError = a.firstErr.Error()
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
