@@ -258,15 +258,40 @@ func TestPerfPayloadFile(t *testing.T) {
 
 func TestPerfThroughputThrottles(t *testing.T) {
 	start := time.Now()
-	code, stdout, stderr := run(t, 30*time.Second, nil, "perf", "--num-records", "300", "--throughput", "1000", "--json")
+	code, stdout, stderr := run(t, 30*time.Second, nil, "perf", "--num-records", "300", "--throughput", "1000", "--json",
+		"--reporting-interval", "100")
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr: %s", code, stderr)
+	}
+	// With --json the periodic lines go to stderr: stdout is the JSON alone
+	// (parsePerfJSON checks).
+	if !windowLine.MatchString(stderr) {
+		t.Errorf("no periodic line on stderr:\n%s", stderr)
 	}
 	if el := time.Since(start); el < 250*time.Millisecond {
 		t.Errorf("300 records at 1000/s took %v, want about 300ms", el)
 	}
 	if r := parsePerfJSON(t, stdout); r.RecordsPerSec > 1200 {
 		t.Errorf("%v records/sec, want about 1000", r.RecordsPerSec)
+	}
+}
+
+var windowLine = regexp.MustCompile(`(?m)^\d+ records sent, [0-9.]+ records/sec \([0-9.]+ MB/sec\), [0-9.]+ ms avg latency, [0-9.]+ ms max latency\.$`)
+
+// The periodic lines are ProducerPerformance's, on stdout before the
+// summary.
+func TestPerfPeriodicLines(t *testing.T) {
+	code, stdout, stderr := run(t, 30*time.Second, nil, "perf", "--num-records", "2000", "--throughput", "4000",
+		"--reporting-interval", "100")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", code, stderr)
+	}
+	lines := windowLine.FindAllString(stdout, -1)
+	if len(lines) < 2 {
+		t.Fatalf("%d periodic lines over 0.5s at 100ms, want several:\n%s", len(lines), stdout)
+	}
+	if i := strings.Index(stdout, "2000 records sent"); i < 0 || i < strings.LastIndex(stdout, lines[len(lines)-1]) {
+		t.Errorf("the summary is not the last line:\n%s", stdout)
 	}
 }
 
@@ -297,6 +322,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"perf", "--record-size", "0"}, "--record-size should be greater than zero"},
 		{[]string{"perf", "--record-size", "10", "--payload-monotonic"}, "at most one of"},
 		{[]string{"perf", "--throughput", "0"}, "--throughput"},
+		{[]string{"perf", "--reporting-interval", "0"}, "--reporting-interval"},
 		{[]string{"perf", "--producer-props", "acks"}, `invalid property "acks"`},
 		{[]string{"perf", "--payload-file", "/nonexistent/payloads"}, "/nonexistent/payloads"},
 		{[]string{"perf", "stray"}, `unexpected argument "stray"`},

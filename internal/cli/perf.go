@@ -39,6 +39,7 @@ type perfCmd struct {
 	json             bool
 	printMetrics     bool
 	partitions       int64
+	reportingMs      int64
 	pf               producerFlags
 
 	fs            *flagSet
@@ -48,7 +49,7 @@ type perfCmd struct {
 
 func newPerfCmd() *perfCmd {
 	c := &perfCmd{topic: "perf-test", numRecords: 1_000_000, recordSize: 100, throughput: -1,
-		payloadDelimiter: `\n`, partitions: 6}
+		payloadDelimiter: `\n`, partitions: 6, reportingMs: 5000}
 	fs := newFlagSet("perf")
 	fs.stringVar(&c.topic, []string{"--topic"}, "TOPIC", "produce messages to this topic")
 	fs.intVar(&c.numRecords, []string{"--num-records"}, "NUM-RECORDS", "number of messages to produce")
@@ -67,6 +68,8 @@ func newPerfCmd() *perfCmd {
 	fs.boolVar(&c.json, []string{"--json"}, "print the results as one JSON object on stdout, and nothing else there (periodic lines go to stderr)")
 	fs.boolVar(&c.printMetrics, []string{"--print-metrics"},
 		"print metrics at the end of the test. kprod has no producer metrics yet: this prints the tool's own counts (records, bytes, errors by type)")
+	fs.intVar(&c.reportingMs, []string{"--reporting-interval"}, "MS",
+		"print the periodic line every MS milliseconds (Java's tool: always 5000)")
 	c.partitionsDef = fs.intVar(&c.partitions, []string{"--partitions"}, "N",
 		"partitions of the topic in the embedded cluster; ignored with --bootstrap-server")
 	c.fs = fs
@@ -95,9 +98,6 @@ type perfRun struct {
 	sent          atomic.Int64
 	fatal         atomic.Pointer[error]
 }
-
-// reportInterval is how often the periodic line is printed (Java: 5s).
-var reportInterval = 5 * time.Second
 
 func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rest, err := c.fs.parse(args)
@@ -163,7 +163,7 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	start := time.Now()
 	r := &perfRun{total: newStats(start)}
-	rep := startReporter(r, c.numRecords, out, stderr)
+	rep := startReporter(r, c.numRecords, time.Duration(c.reportingMs)*time.Millisecond, out, stderr)
 	interrupted := c.produce(ctx, p, r, newPayloadGen(c, payloads))
 	closeErr := closeProducer(ctx, p, cfg.DeliveryTimeout)
 	end := time.Now()
@@ -214,6 +214,9 @@ func (c *perfCmd) check() error {
 	}
 	if c.throughput == 0 || c.throughput != c.throughput {
 		return usagef("--throughput must be a positive rate in records/sec, or -1 for no throttling")
+	}
+	if c.reportingMs <= 0 {
+		return usagef("--reporting-interval must be at least 1 ms")
 	}
 	if c.partitions < 1 || c.partitions > 1<<20 {
 		return usagef("--partitions must be at least 1")
@@ -454,12 +457,12 @@ type reporter struct {
 	errw io.Writer
 }
 
-func startReporter(r *perfRun, total int64, out, stderr io.Writer) *reporter {
+func startReporter(r *perfRun, total int64, interval time.Duration, out, stderr io.Writer) *reporter {
 	rep := &reporter{done: make(chan struct{}), tty: isTerminal(stderr), errw: stderr}
 	rep.wg.Add(1)
 	go func() {
 		defer rep.wg.Done()
-		window := time.NewTicker(reportInterval)
+		window := time.NewTicker(interval)
 		defer window.Stop()
 		var progress <-chan time.Time
 		if rep.tty {
