@@ -521,6 +521,35 @@ func TestProduceUnknownTopic(t *testing.T) {
 	}
 }
 
+func TestPerfUnknownTopic(t *testing.T) {
+	c := newCluster(t, 1, "exists")
+	code, stdout, stderr := run(t, 5*time.Second, nil, "perf", "-b", strings.Join(c.ListenAddrs(), ","),
+		"--topic", "does-not-exist", "--num-records", "1000000", "-X", "max.block.ms=500", "--json")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if stdout != "" {
+		t.Errorf("stdout should be empty after a failed start, got %q", stdout)
+	}
+	if !strings.Contains(stderr, "unknown topic") || !strings.Contains(stderr, "does-not-exist") {
+		t.Errorf("stderr does not say the topic is unknown:\n%s", stderr)
+	}
+}
+
+// Every record names the same missing partition: stop after the first
+// max.block.ms instead of waiting it for each line.
+func TestProduceUnknownPartition(t *testing.T) {
+	c := newCluster(t, 2, "t")
+	code, _, stderr := run(t, 5*time.Second, strings.NewReader(strings.Repeat("x\n", 100)), "produce",
+		"-b", c.ListenAddrs()[0], "-t", "t", "--partition", "7", "-X", "max.block.ms=500")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if !strings.Contains(stderr, "unknown partition") || !strings.Contains(stderr, "stopped reading stdin") {
+		t.Errorf("stderr does not explain:\n%s", stderr)
+	}
+}
+
 // closedPort returns an address on which nothing listens.
 func closedPort(t *testing.T) string {
 	t.Helper()

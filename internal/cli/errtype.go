@@ -70,12 +70,14 @@ var causeSentinels = []namedErr{
 	{"ErrTooManyInFlight", kerr.ErrTooManyInFlight},
 }
 
-// clusterUnavailable reports errors that mean the cluster took no record
-// for max.block.ms: every following record would wait as long and fail
-// the same way, so the commands stop instead of hanging record by record.
-func clusterUnavailable(err error) bool {
+// stopsTheRun reports errors after which every following record would
+// wait max.block.ms and fail the same way: the cluster took no record
+// (unknown topic, no metadata, full buffer), or the partition that every
+// record of "produce --partition" names does not exist. The commands stop
+// instead of hanging record by record.
+func stopsTheRun(err error) bool {
 	return errors.Is(err, kerr.ErrUnknownTopic) || errors.Is(err, kerr.ErrMetadataTimeout) ||
-		errors.Is(err, kerr.ErrBufferFull)
+		errors.Is(err, kerr.ErrBufferFull) || errors.Is(err, kerr.ErrUnknownPartition)
 }
 
 // failures counts failed records by type and keeps the first few messages.

@@ -293,7 +293,7 @@ func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, ge
 					r.sent.Add(-1) // never buffered: the run was interrupted
 					return
 				}
-				if clusterUnavailable(err) {
+				if stopsTheRun(err) {
 					r.fatal.CompareAndSwap(nil, &err)
 				}
 				r.fails.add("", err)

@@ -164,7 +164,7 @@ func (c *produceCmd) run(ctx context.Context, args []string, stdin io.Reader, st
 		}
 		p.Send(sctx, rec, func(_ *kprod.Record, err error) {
 			if err != nil {
-				if clusterUnavailable(err) {
+				if stopsTheRun(err) {
 					r.fatal.CompareAndSwap(nil, &err)
 				}
 				r.fails.add(what, err)
@@ -220,7 +220,7 @@ loop:
 	}
 	fmt.Fprintf(stderr, "%d records sent, %d failed%s\n", r.acked.Load(), failed, note)
 	if r.fatal.Load() != nil {
-		fmt.Fprintln(stderr, "kprod produce: stopped reading stdin: the cluster took no record within max.block.ms (the error is below)")
+		fmt.Fprintln(stderr, "kprod produce: stopped reading stdin: every further record would wait max.block.ms and fail the same way (the error is below)")
 	}
 	if readErr != nil {
 		fmt.Fprintf(stderr, "kprod produce: reading stdin: %v\n", readErr)
