@@ -62,6 +62,11 @@ type partq struct {
 	lastAcked  int32    // idempotence: last sequence acknowledged, -1 none
 	suspectEnd int32    // idempotence: a failed batch ended here, -1 none
 	pending    []*batch // idempotence: batches with a sequence, not yet completed, by sequence
+
+	// txnGen is the transaction (v1) this partition was added to with
+	// AddPartitionsToTxn; set by the goroutine that adds it, read by the
+	// sender.
+	txnGen atomic.Uint64
 }
 
 // batch is the seeds' ProducerBatch: a pooled buffer being filled in
@@ -175,12 +180,13 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	b.bld.Reset(buf, ts)
 	b.bld.Append(ts, r.Key, r.Value, r.Headers)
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
-	q.batches = append(q.batches, b)
-	q.mu.Unlock()
-
+	// Registered before the batch is visible to the sender, so that it
+	// cannot complete (and be removed) before it is added.
 	a.incMu.Lock()
 	a.incomplete[b] = struct{}{}
 	a.incMu.Unlock()
+	q.batches = append(q.batches, b)
+	q.mu.Unlock()
 	// A new first batch starts a linger timer; a new second batch means
 	// the one before is full and ready now. Either way the sender must
 	// look again; appends into an existing batch need no wake-up.

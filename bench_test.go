@@ -2,6 +2,7 @@ package kprod
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 )
@@ -15,6 +16,10 @@ func BenchmarkAppend(b *testing.B) {
 	c := newFakeB(b, 6)
 	cfg := DefaultConfig()
 	cfg.BootstrapServers = c.ListenAddrs()
+	if os.Getenv("KPROD_BENCH_NOIDEM") != "" {
+		off := false
+		cfg.EnableIdempotence = &off
+	}
 	p, err := NewProducer(cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -32,10 +32,19 @@ type Producer struct {
 	// cannot reorder (max.in.flight.requests.per.connection=1).
 	guaranteeOrder bool
 
+	// txn is the transactional producer's state (transaction.go); nil
+	// without a transactional.id.
+	txn *txnManager
+
 	// sendMu is held for reading by every Send while it appends, and for
 	// writing by Close, so that Close knows no Send is still buffering.
 	sendMu sync.RWMutex
 	closed atomic.Bool
+
+	// closing ends metadata waits of Sends under way when Close starts,
+	// so that Close does not wait max.block.ms for them.
+	closing     context.Context
+	stopWaiting context.CancelFunc
 
 	closeOnce sync.Once
 	closeErr  error
@@ -71,6 +80,10 @@ func NewProducer(cfg Config) (*Producer, error) {
 		}
 	}
 	p := &Producer{cfg: cfg, log: log, guaranteeOrder: !cfg.Idempotent() && cfg.MaxInFlight == 1}
+	p.closing, p.stopWaiting = context.WithCancel(context.Background())
+	if cfg.TransactionalID != "" {
+		p.txn = newTxnManager(p)
+	}
 	p.snd = newSender(p)
 	bcfg := &broker.Config{
 		ClientID:            cfg.ClientID,
@@ -157,6 +170,12 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 	if r.Topic == "" {
 		return fmt.Errorf("%w: the record has no topic", kerr.ErrInvalidRecord)
 	}
+	if p.txn != nil {
+		// Fail fast outside a transaction; checked again at the append.
+		if err := p.txn.checkSend(r.Topic); err != nil {
+			return err
+		}
+	}
 	p.sendMu.RLock()
 	defer p.sendMu.RUnlock()
 	if p.closed.Load() {
@@ -200,6 +219,13 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 		return err
 	}
 	q := p.acc.queue(t, part)
+	if p.txn != nil {
+		done, err := p.txn.beginSend(r.Topic)
+		if err != nil {
+			return err
+		}
+		defer done()
+	}
 	maxBlock := p.cfg.MaxBlock - time.Since(start)
 	if err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock); err != nil {
 		return fmt.Errorf("cannot buffer the record for %s[%d]: %w", r.Topic, part, err)
@@ -212,9 +238,13 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 func (p *Producer) waitMetadata(ctx context.Context, r *Record, start time.Time) (*cluster.Topic, error) {
 	ctx, cancel := context.WithDeadline(ctx, start.Add(p.cfg.MaxBlock))
 	defer cancel()
+	defer context.AfterFunc(p.closing, cancel)()
 	for {
 		mt, err := p.cl.WaitTopic(ctx, r.Topic)
 		if err != nil {
+			if p.closing.Err() != nil {
+				return nil, fmt.Errorf("waiting for metadata of %q: %w", r.Topic, kerr.ErrClosed)
+			}
 			return nil, err
 		}
 		if !r.PartitionSet {
@@ -259,9 +289,13 @@ func (p *Producer) Flush(ctx context.Context) error {
 func (p *Producer) Close(ctx context.Context) error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
-		p.pool.close() // wakes Sends blocked on memory
+		p.stopWaiting() // ends metadata waits of Sends under way
+		p.pool.close()  // wakes Sends blocked on memory
 		p.sendMu.Lock()
 		p.sendMu.Unlock() //nolint:staticcheck // empty critical section: waits out Sends under way
+		if p.txn != nil {
+			p.txn.closeAbort(ctx) // as Java's close: abort a transaction left open
+		}
 		close(p.snd.closing)
 		p.snd.wake()
 		select {

@@ -477,3 +477,56 @@ func TestUnknownPartition(t *testing.T) {
 		t.Fatalf("got %v, want ErrUnknownPartition", err)
 	}
 }
+
+// Close must not wait max.block.ms for a Send that waits for metadata.
+func TestCloseEndsMetadataWait(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	cfg.MaxBlock = time.Minute
+	cfg.AllowAutoCreateTopics = false
+	p, err := NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go p.Send(context.Background(), &Record{Topic: "does-not-exist"}, func(_ *Record, err error) { got <- err })
+	time.Sleep(200 * time.Millisecond) // the Send is waiting for the topic
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("Close took %v: it waited for a Send's metadata wait", el)
+	}
+	if err := <-got; !errors.Is(err, ErrClosed) {
+		t.Fatalf("the waiting record: got %v, want ErrClosed", err)
+	}
+}
+
+// Regression: a batch completed by the sender before Send registered it
+// as incomplete stayed "incomplete" for ever, and Close waited for its
+// whole ctx although every record was delivered.
+func TestCloseAfterSendSyncDoesNotHang(t *testing.T) {
+	c := newFake(t, 1)
+	for i := 0; i < 30; i++ {
+		cfg := testConfig(c)
+		cfg.Linger = 0
+		p, err := NewProducer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 20; j++ {
+			if err := p.SendSync(context.Background(), &Record{Topic: "t", Value: []byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err = p.Close(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: Close after every record was delivered: %v", i, err)
+		}
+	}
+}

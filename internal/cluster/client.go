@@ -249,6 +249,9 @@ func (c *Client) topicTimeout(name string, lastErr error) error {
 		return fmt.Errorf("%w %q: not in the cluster metadata within max.block.ms; create it, or enable auto.create.topics.enable on the brokers (last error: %v)",
 			kerr.ErrUnknownTopic, name, lastErr)
 	}
+	if errors.Is(lastErr, kerr.ErrMetadataTimeout) {
+		return fmt.Errorf("topic %q: %w", name, lastErr) // says it already
+	}
 	return fmt.Errorf("%w: topic %q: %w", kerr.ErrMetadataTimeout, name, lastErr)
 }
 
