@@ -29,6 +29,21 @@
 #   KPROD_KAFKA_VERSION    Kafka version to install/run (default 4.4.0)
 #   KPROD_KAFKA_HEAP       JVM heap flags per node (default "-Xms512m -Xmx1g")
 #   KPROD_KAFKA_UP_TIMEOUT seconds to wait for the cluster (default 120)
+#   KPROD_KAFKA_SECURITY   1 adds three secured listeners to every node
+#                          (default 0; scripts/test.sh sets 1):
+#                            SASL_PLAINTEXT on BASE+10+N-1 (PLAIN, SCRAM-SHA-256,
+#                              SCRAM-SHA-512, OAUTHBEARER)
+#                            SSL            on BASE+20+N-1 (mutual TLS: a client
+#                              certificate is required)
+#                            SASL_SSL       on BASE+30+N-1 (PLAIN, SCRAM-SHA-512,
+#                              OAUTHBEARER; no client certificate)
+#                          'up' makes a CA, a broker certificate for 127.0.0.1 and
+#                          localhost, and client certificates in $KPROD_STATE/tls;
+#                          users are in sec_users below (SCRAM ones made at format
+#                          time). Inter-broker and controller traffic stays on
+#                          PLAINTEXT. SASL sessions last 15s
+#                          (connections.max.reauth.ms) so that clients must
+#                          re-authenticate (KIP-368) within a test's time.
 #
 # Notes: 'up' wipes the data of a cluster that is not fully healthy. There is
 # one cluster per KPROD_STATE and port base on the machine: two concurrent
@@ -46,7 +61,10 @@ PORT_BASE=${KPROD_KAFKA_PORT_BASE:-39092}
 CTRL_BASE=$((PORT_BASE + 100))
 HEAP=${KPROD_KAFKA_HEAP:--Xms512m -Xmx1g}
 UP_TIMEOUT=${KPROD_KAFKA_UP_TIMEOUT:-120}
+SECURITY=${KPROD_KAFKA_SECURITY:-0}
+[[ $SECURITY == 1 ]] || SECURITY=0
 NODES=(1 2 3)
+TLS_DIR="$STATE/tls"
 JAVA=${JAVA_HOME:+$JAVA_HOME/bin/}java
 PROBE="$STATE/bin/kprod-waitkafka"
 
@@ -55,6 +73,29 @@ die() { log "error: $*"; exit 1; }
 
 broker_port() { echo $((PORT_BASE + $1 - 1)); }
 ctrl_port() { echo $((CTRL_BASE + $1 - 1)); }
+sasl_plaintext_port() { echo $((PORT_BASE + 10 + $1 - 1)); }
+ssl_port() { echo $((PORT_BASE + 20 + $1 - 1)); }
+sasl_ssl_port() { echo $((PORT_BASE + 30 + $1 - 1)); }
+
+# node_ports N: every port node N listens on.
+node_ports() {
+	echo "$(broker_port "$1") $(ctrl_port "$1")"
+	if ((SECURITY)); then
+		echo "$(sasl_plaintext_port "$1") $(ssl_port "$1") $(sasl_ssl_port "$1")"
+	fi
+}
+
+# all_ports: every port of every node.
+all_ports() {
+	local n
+	for n in "${NODES[@]}"; do node_ports "$n"; done | tr ' ' '\n' | sort -n
+}
+
+# The test users of the secured listeners. internal/testcluster has the same
+# names and passwords (SecurityUser, SecurityPassword, ...): change both.
+SEC_USER=kprod
+SEC_PASSWORD=kprod-Pa55-3f9c
+SEC_KEY_PASSWORD=kprod-keypass-71d2
 node_dir() { echo "$STATE/node$1"; }
 node_conf() { echo "$STATE/node$1/server.properties"; }
 node_pidfile() { echo "$STATE/node$1/pid"; }
@@ -180,11 +221,15 @@ wait_ports_free() {
 # per network namespace, root only) stops the kernel from handing them out.
 reserve_ports() {
 	local f=/proc/sys/net/ipv4/ip_local_reserved_ports range lo hi cur want
+	local ports p inrange=0
 	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || return 0
-	if ((PORT_BASE + 2 < lo && CTRL_BASE + 2 < lo)) || ((PORT_BASE > hi && CTRL_BASE > hi)); then
-		return 0 # outside the ephemeral range: nothing to do
-	fi
-	want="$PORT_BASE-$((PORT_BASE + 2)),$CTRL_BASE-$((CTRL_BASE + 2))"
+	ports=$(all_ports)
+	for p in $ports; do ((p >= lo && p <= hi)) && inrange=1; done
+	((inrange)) || return 0 # outside the ephemeral range: nothing to do
+	# Each node's ports of one kind are consecutive: reserve them as ranges.
+	want=$(for p in $ports; do echo "$p"; done | awk 'NR == 1 { a = b = $1; next }
+		$1 == b + 1 { b = $1; next } { printf "%s%s-%s", sep, a, b; sep = ","; a = b = $1 }
+		END { printf "%s%s-%s\n", sep, a, b }')
 	cur=$(cat "$f" 2>/dev/null || true)
 	if [[ -n $cur ]] && all_reserved "$cur"; then return 0; fi
 	range=${cur:+$cur,}$want
@@ -196,13 +241,27 @@ reserve_ports() {
 
 all_reserved() { # reserved-list
 	local p item a b ok
-	for p in $(seq "$PORT_BASE" $((PORT_BASE + 2))) $(seq "$CTRL_BASE" $((CTRL_BASE + 2))); do
+	for p in $(all_ports); do
 		ok=0
 		for item in ${1//,/ }; do
 			a=${item%-*} b=${item#*-}
 			((p >= a && p <= b)) && { ok=1; break; }
 		done
 		((ok)) || return 1
+	done
+}
+
+# wait_listening T P...: wait up to T seconds until something listens on
+# every port P.
+wait_listening() {
+	local deadline=$((SECONDS + $1)) p missing
+	shift
+	while :; do
+		missing=()
+		for p in "$@"; do [[ $(port_holders "$p") == *0A* ]] || missing+=("$p"); done
+		((${#missing[@]} == 0)) && return 0
+		((SECONDS >= deadline)) && { log "nothing listens on ${missing[*]}"; return 1; }
+		sleep 0.2
 	done
 }
 
@@ -292,6 +351,77 @@ num.recovery.threads.per.data.dir=1
 log.cleaner.threads=1
 log.retention.hours=24
 EOF
+	((SECURITY)) && write_security_config "$n"
+	return 0
+}
+
+# write_security_config N: the secured listeners (see KPROD_KAFKA_SECURITY).
+# Properties given twice keep their last value, so these replace the
+# PLAINTEXT-only listeners above.
+write_security_config() {
+	local n=$1 l mechs plain scram oauth validator
+	plain="org.apache.kafka.common.security.plain.PlainLoginModule required user_$SEC_USER=\"$SEC_PASSWORD\";"
+	scram="org.apache.kafka.common.security.scram.ScramLoginModule required;"
+	oauth='org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="kafka";'
+	validator=org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler
+	cat >>"$(node_conf "$n")" <<EOF
+
+# Secured listeners for kprod's security tests (KPROD_KAFKA_SECURITY=1).
+listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n"),CONTROLLER://127.0.0.1:$(ctrl_port "$n"),SASL_PLAINTEXT://127.0.0.1:$(sasl_plaintext_port "$n"),SSL://127.0.0.1:$(ssl_port "$n"),SASL_SSL://127.0.0.1:$(sasl_ssl_port "$n")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$n"),SASL_PLAINTEXT://127.0.0.1:$(sasl_plaintext_port "$n"),SSL://127.0.0.1:$(ssl_port "$n"),SASL_SSL://127.0.0.1:$(sasl_ssl_port "$n")
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
+ssl.keystore.type=PEM
+ssl.keystore.location=$TLS_DIR/broker-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$TLS_DIR/ca.pem
+listener.name.ssl.ssl.client.auth=required
+# Short SASL sessions: clients must re-authenticate (KIP-368) during tests.
+connections.max.reauth.ms=15000
+EOF
+	for l in sasl_plaintext sasl_ssl; do
+		mechs=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+		# SASL_SSL leaves SCRAM-SHA-256 out, so that a test can meet
+		# UNSUPPORTED_SASL_MECHANISM.
+		[[ $l == sasl_ssl ]] && mechs=PLAIN,SCRAM-SHA-512,OAUTHBEARER
+		cat >>"$(node_conf "$n")" <<EOF
+listener.name.$l.sasl.enabled.mechanisms=$mechs
+listener.name.$l.plain.sasl.jaas.config=$plain
+listener.name.$l.scram-sha-256.sasl.jaas.config=$scram
+listener.name.$l.scram-sha-512.sasl.jaas.config=$scram
+listener.name.$l.oauthbearer.sasl.jaas.config=$oauth
+listener.name.$l.oauthbearer.sasl.server.callback.handler.class=$validator
+EOF
+	done
+}
+
+# make_certs: a CA, a broker certificate valid for 127.0.0.1 and localhost,
+# and a client certificate for mutual TLS (its key also PBES2-encrypted, for
+# ssl.key.password), in $TLS_DIR. Made afresh on every 'up' that formats.
+make_certs() {
+	command -v openssl >/dev/null 2>&1 || die "need openssl for KPROD_KAFKA_SECURITY=1"
+	rm -rf "$TLS_DIR"
+	mkdir -p "$TLS_DIR"
+	(
+		cd "$TLS_DIR"
+		ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+		openssl req -x509 "${ec[@]}" -keyout ca-key.pem -out ca.pem -days 3650 -subj "/CN=kprod test CA" \
+			-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
+		sign() { # name subject extensions
+			openssl req "${ec[@]}" -keyout "$1-key.pem" -out "$1.csr" -subj "$2"
+			printf '%s\n' "$3" >"$1.ext"
+			openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial \
+				-out "$1.pem" -days 3650 -extfile "$1.ext"
+			rm -f "$1.csr" "$1.ext"
+		}
+		sign broker /CN=localhost "subjectAltName=DNS:localhost,IP:127.0.0.1
+extendedKeyUsage=serverAuth,clientAuth"
+		sign client /CN=kprod-client "extendedKeyUsage=clientAuth"
+		# Java's PEM key store: the private key, then the certificate chain.
+		cat broker-key.pem broker.pem >broker-keystore.pem
+		cat client-key.pem client.pem >client-keystore.pem
+		openssl pkcs8 -topk8 -v2 aes-256-cbc -in client-key.pem -out client-key-encrypted.pem \
+			-passout "pass:$SEC_KEY_PASSWORD"
+	) >"$STATE/certs.log" 2>&1 || { cat "$STATE/certs.log" >&2; die "making test certificates failed"; }
 }
 
 start_node() { # node
@@ -346,6 +476,12 @@ cmd_up() {
 		p=$(node_pid "$n")
 		if [[ -z $p ]]; then all=0; else pids+=("$p"); fi
 	done
+	# A cluster started with the other KPROD_KAFKA_SECURITY lacks (or has)
+	# the secured listeners: start afresh.
+	if ((all)) && [[ $(cat "$STATE/security" 2>/dev/null) != "$SECURITY" ]]; then
+		log "the running cluster has KPROD_KAFKA_SECURITY=$(cat "$STATE/security" 2>/dev/null || echo 0), not $SECURITY; starting from scratch"
+		all=0
+	fi
 	if ((all)); then
 		build_probe
 		if "$PROBE" -brokers "$(bootstrap)" -expect 1,2,3 -timeout 10s -quiet; then
@@ -370,9 +506,8 @@ cmd_up() {
 	fi
 
 	reserve_ports
-	local ports=()
-	for n in "${NODES[@]}"; do ports+=("$(broker_port "$n")" "$(ctrl_port "$n")"); done
-	wait_ports_free "${ports[@]}"
+	# shellcheck disable=SC2046
+	wait_ports_free $(all_ports)
 
 	local t0=$SECONDS
 	# The Go check compiles while the JVMs start.
@@ -388,6 +523,14 @@ cmd_up() {
 	# A Kafka cluster id is a base64url (no padding) 16-byte UUID.
 	cid=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
 	echo "$cid" >"$STATE/cluster-id"
+	echo "$SECURITY" >"$STATE/security"
+
+	local scram=()
+	if ((SECURITY)); then
+		make_certs
+		scram=(--add-scram "SCRAM-SHA-256=[name=$SEC_USER,password=$SEC_PASSWORD]"
+			--add-scram "SCRAM-SHA-512=[name=$SEC_USER,password=$SEC_PASSWORD]")
+	fi
 
 	local fpids=()
 	for n in "${NODES[@]}"; do
@@ -395,7 +538,7 @@ cmd_up() {
 		"$JAVA" -Xmx256m -XX:TieredStopAtLevel=1 "-Dlog4j2.configurationFile=$SUPPORT_DIR/log4j2.xml" \
 			"-Dkafka.logs.dir=$(node_dir "$n")/logs" -cp "$CACHE/libs/*" \
 			kafka.tools.StorageTool format --config "$(node_conf "$n")" --cluster-id "$cid" \
-			>"$(node_dir "$n")/logs/format.log" 2>&1 &
+			${scram[@]+"${scram[@]}"} >"$(node_dir "$n")/logs/format.log" 2>&1 &
 		fpids+=($!)
 	done
 	for n in "${NODES[@]}"; do
@@ -418,6 +561,11 @@ cmd_up() {
 		tail_logs
 		cmd_down
 		die "cluster did not come up"
+	fi
+	if ((SECURITY)) && ! wait_listening 30 $(all_ports); then
+		tail_logs
+		cmd_down
+		die "the secured listeners did not open"
 	fi
 	log "up in $((SECONDS - t0))s: $(bootstrap) (Kafka $KAFKA_VERSION, cluster id $cid)"
 	log "logs: $STATE/node{1,2,3}/logs/server.log"
@@ -458,6 +606,10 @@ cmd_status() {
 		fi
 		printf 'node %d: %-20s broker 127.0.0.1:%d controller 127.0.0.1:%d\n' \
 			"$n" "$st" "$(broker_port "$n")" "$(ctrl_port "$n")"
+		if [[ $(cat "$STATE/security" 2>/dev/null) == 1 ]]; then
+			printf '        %-20s sasl_plaintext :%d ssl :%d sasl_ssl :%d\n' \
+				"" "$(sasl_plaintext_port "$n")" "$(ssl_port "$n")" "$(sasl_ssl_port "$n")"
+		fi
 	done
 	echo "state: $STATE  logs: $STATE/nodeN/logs/server.log"
 	((ok == ${#NODES[@]}))
@@ -494,7 +646,8 @@ cmd_restart() {
 		stop_pids 20 "$p"
 	fi
 	reserve_ports
-	wait_ports_free "$(broker_port "$n")" "$(ctrl_port "$n")"
+	# shellcheck disable=SC2046
+	wait_ports_free $(node_ports "$n")
 	start_node "$n"
 	p=$(node_pid "$n")
 	[[ -n $p ]] || { tail_logs; die "node $n did not start"; }
@@ -517,7 +670,8 @@ cmd_heal() {
 	for n in "${NODES[@]}"; do
 		p=$(node_pid "$n")
 		if [[ -z $p ]]; then
-			wait_ports_free "$(broker_port "$n")" "$(ctrl_port "$n")"
+			# shellcheck disable=SC2046
+	wait_ports_free $(node_ports "$n")
 			start_node "$n"
 			log "started node $n (pid $(node_pid "$n"))"
 			fixed=1
@@ -550,6 +704,11 @@ usage() {
 
 verb=${1:-}
 shift || true
+# Only 'up' chooses the listeners; the other verbs act on the cluster as it
+# was started.
+if [[ $verb != up && -f $STATE/security ]]; then
+	SECURITY=$(<"$STATE/security")
+fi
 case $verb in
 install) cmd_install ;;
 up) cmd_up ;;

@@ -13,7 +13,12 @@
 # -p 1 (one test binary at a time) is the default because every package's
 # integration tests share one cluster and fault tests kill its brokers;
 # KPROD_TEST_P=2 (or -p 2 in the arguments) overrides it.
+#
+# The cluster gets its secured listeners (SASL_PLAINTEXT, SSL, SASL_SSL) for
+# the security tests: KPROD_KAFKA_SECURITY=1 unless set otherwise (0 skips
+# those tests and starts a little faster).
 set -uo pipefail
+export KPROD_KAFKA_SECURITY=${KPROD_KAFKA_SECURITY:-1}
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 CLUSTER=(bash scripts/kafka-cluster.sh)
