@@ -90,6 +90,25 @@ var (
 	// ErrAborted: the record was still buffered when the producer was
 	// closed and the close context ended (or it was dropped by an abort).
 	ErrAborted = errors.New("kprod: record aborted before it was delivered")
+
+	// ErrAuthentication: the broker did not accept the client's SASL
+	// credentials: wrong user or password, a mechanism the listener does
+	// not enable, an expired or rejected OAuth token, or SASL spoken to a
+	// listener without it. The error also wraps the broker's
+	// *BrokerError (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
+	// ...) when it sent one. Not retriable: the metadata wait fails at
+	// once with it rather than after max.block.ms.
+	ErrAuthentication = errors.New("kprod: authentication failed")
+
+	// ErrTLS: TLS could not be set up with the broker: its certificate is
+	// not trusted or not for the host dialed, it rejected ours, no TLS
+	// version or cipher in common, or security.protocol does not match
+	// the listener (TLS spoken to a plaintext listener, or the reverse).
+	// The message says which. Not retriable, except when it also wraps
+	// ErrDial: the connection was closed or timed out during the TLS
+	// handshake, which a plaintext listener causes but so can a broker
+	// that is restarting.
+	ErrTLS = errors.New("kprod: TLS failed")
 )
 
 // retriableSentinels are client-side errors after which the same request
@@ -98,8 +117,10 @@ var retriableSentinels = []error{ErrRequestTimeout, ErrConnectionLost, ErrDial, 
 
 // IsRetriable reports whether err is a retriable broker error or a
 // retriable client-side error (lost connection, request timeout, ...).
+// An authentication failure (ErrAuthentication) never is, whatever else
+// it wraps.
 func IsRetriable(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, ErrAuthentication) {
 		return false
 	}
 	var be *BrokerError

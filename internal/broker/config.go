@@ -11,10 +11,13 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/kprod/kprod/internal/sasl"
 )
 
 // Version is what kprod reports as ClientSoftwareVersion in ApiVersions.
@@ -42,8 +45,21 @@ type Config struct {
 	// newest version yet). Keys not present are capped only by kmsg.
 	MaxVersions map[int16]int16
 
-	// Dial opens the TCP (or TLS) connection; nil uses net.Dialer.
+	// Dial opens the TCP connection; nil uses net.Dialer. With TLS set,
+	// the connection it returns is wrapped in TLS.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// TLS, when not nil, secures every connection (security.protocol SSL
+	// or SASL_SSL). Each connection uses a clone whose ServerName, when
+	// empty, is the host of the broker's address, for the certificate
+	// check. See tls.go.
+	TLS *tls.Config
+
+	// SASL, when not nil, authenticates every connection right after
+	// ApiVersions (security.protocol SASL_PLAINTEXT or SASL_SSL), and
+	// again before the session the broker grants ends (KIP-368). See
+	// sasl.go.
+	SASL sasl.Mechanism
 
 	// OnStateChange is called (without locks held) when a connection to
 	// a broker is established or a dial fails, so that a waiting sender

@@ -48,6 +48,11 @@ type Conn struct {
 	lastUsed atomic.Int64 // unix nanos of the last request or response
 	done     chan struct{}
 	wg       sync.WaitGroup
+
+	tls      bool         // nc is TLS; set during setup
+	reauth   time.Time    // when to re-authenticate (KIP-368), zero: never; writer goroutine only after setup
+	reauths  atomic.Int64 // re-authentications done, for tests
+	answered atomic.Bool  // a response came after setup, for the hint in lostErr
 }
 
 // pending is one request from acceptance to completion. Whoever removes it
@@ -58,10 +63,14 @@ type pending struct {
 	err    error // set at enqueue: fail instead of writing (no version in common)
 	done   func(kmsg.Response, error)
 	timer  *time.Timer
+	// internal: sent by the writer itself (SASL re-authentication),
+	// holding no in-flight slot.
+	internal bool
 }
 
-// dialConn connects to addr and performs the ApiVersions handshake, both
-// within setupTimeout (socket.connection.setup.timeout.ms).
+// dialConn connects to addr and sets the connection up: TLS handshake if
+// configured, ApiVersions, SASL authentication if configured, all within
+// setupTimeout (socket.connection.setup.timeout.ms).
 func dialConn(ctx context.Context, nodeID int32, addr string, cfg *Config, setupTimeout time.Duration) (*Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
@@ -84,15 +93,12 @@ func dialConn(ctx context.Context, nodeID int32, addr string, cfg *Config, setup
 		_ = nc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
-	err = c.handshake()
+	phase, err := c.setup(ctx)
 	if !stop() || err != nil {
-		nc.Close()
-		if err == nil || ctx.Err() != nil {
-			err = fmt.Errorf("ApiVersions handshake did not finish: %w", ctx.Err())
-		}
-		return nil, dialError(nodeID, addr, setupTimeout, err)
+		c.nc.Close()
+		return nil, c.setupError(ctx, phase, setupTimeout, err)
 	}
-	_ = nc.SetDeadline(time.Time{})
+	_ = c.nc.SetDeadline(time.Time{})
 	c.lastUsed.Store(time.Now().UnixNano())
 	c.wg.Add(2)
 	go c.writeLoop()
@@ -103,6 +109,67 @@ func dialConn(ctx context.Context, nodeID int32, addr string, cfg *Config, setup
 func dialError(nodeID int32, addr string, timeout time.Duration, err error) error {
 	return fmt.Errorf("%w %d at %s (setup timeout %v): %w; is the broker up and is this its advertised listener?",
 		kerr.ErrDial, nodeID, addr, timeout, err)
+}
+
+// setup runs the steps after dialing, on the raw connection, and returns
+// the one under way when it failed, for the error.
+func (c *Conn) setup(ctx context.Context) (phase string, err error) {
+	if c.cfg.TLS != nil {
+		if err := c.startTLS(ctx); err != nil {
+			return "TLS handshake", err
+		}
+	}
+	if err := c.handshake(); err != nil {
+		return "ApiVersions handshake", err
+	}
+	if c.cfg.SASL != nil {
+		start := time.Now()
+		lifetime, err := c.authenticate(ctx, c.syncRoundTrip)
+		if err != nil {
+			return "SASL authentication", err
+		}
+		c.reauth = reauthAt(start, lifetime)
+		c.cfg.Logger.Debug("SASL authenticated", "broker", c.nodeID, "addr", c.addr,
+			"mechanism", c.cfg.SASL.Name(), "session_lifetime", lifetime)
+	}
+	return "", nil
+}
+
+// setupError explains why setup failed. Authentication and TLS failures
+// that trying again cannot fix are returned without ErrDial, so that they
+// are not retried (kerr.IsRetriable); everything else is ErrDial.
+func (c *Conn) setupError(ctx context.Context, phase string, timeout time.Duration, err error) error {
+	if err == nil || ctx.Err() != nil {
+		why := "did not finish"
+		switch {
+		case phase == "TLS handshake":
+			why += ": " + hintPlaintextListener
+		case phase == "ApiVersions handshake" && !c.tls:
+			why += " (if this persists: " + hintTLSListener + ")"
+		}
+		err = fmt.Errorf("%s %s: %w", phase, why, ctx.Err())
+		if phase == "TLS handshake" {
+			err = transient{fmt.Errorf("%w: %w", kerr.ErrTLS, err)}
+		}
+	} else if c.tls && isRemoteAlert(err) {
+		// TLS 1.3: the broker's verdict on our certificate comes after
+		// the handshake, on the first read.
+		err = alertError(err)
+	} else if phase == "ApiVersions handshake" && !c.tls && isClosed(err) {
+		err = fmt.Errorf("the broker closed the connection before answering ApiVersions (%w) (if this persists: %s)", err, hintTLSListener)
+	} else if phase == "SASL authentication" && isClosed(err) {
+		err = fmt.Errorf("the broker closed the connection during SASL authentication (%w); see the broker's log", err)
+	}
+	var tr transient
+	switch {
+	case errors.As(err, &tr):
+		return fmt.Errorf("%w %d at %s (setup timeout %v): %s: %w", kerr.ErrDial, c.nodeID, c.addr, timeout, phase, err)
+	case errors.Is(err, kerr.ErrAuthentication), errors.Is(err, kerr.ErrTLS):
+		return fmt.Errorf("broker %d at %s: %s: %w", c.nodeID, c.addr, phase, err)
+	case phase != "ApiVersions handshake":
+		err = fmt.Errorf("%s: %w", phase, err)
+	}
+	return dialError(c.nodeID, c.addr, timeout, err)
 }
 
 // handshake sends ApiVersions before anything else, synchronously. A broker
@@ -182,6 +249,9 @@ func (c *Conn) readResponse() (int32, []byte, error) {
 	}
 	size := int32(binary.BigEndian.Uint32(hdr[:4]))
 	if size < 4 || size > maxResponseSize {
+		if !c.tls && looksLikeTLS(hdr[:4]) {
+			return 0, nil, fmt.Errorf("%w: the broker answered with a TLS record (% x...): %s", kerr.ErrTLS, hdr[:4], hintTLSListener)
+		}
 		return 0, nil, fmt.Errorf("broker sent a response size of %d bytes, which is not a Kafka response (is the listener TLS or SASL?)", size)
 	}
 	buf := make([]byte, size)
@@ -303,7 +373,9 @@ func (c *Conn) complete(p *pending, resp kmsg.Response, err error) {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
-	<-c.slots
+	if !p.internal {
+		<-c.slots
+	}
 	c.lastUsed.Store(time.Now().UnixNano())
 	p.done(resp, err)
 }
@@ -359,6 +431,9 @@ func (c *Conn) writeLoop() {
 	for {
 		select {
 		case p := <-c.writeCh:
+			if c.cfg.SASL != nil && p.err == nil {
+				c.maybeReauthenticate() // on failure the connection is dead: write fails p
+			}
 			buf = c.write(p, buf[:0])
 		case <-idleC:
 			since := time.Since(time.Unix(0, c.lastUsed.Load()))
@@ -461,9 +536,15 @@ func (c *Conn) readLoop() {
 	for {
 		corr, body, err := c.readResponse()
 		if err != nil {
+			if !c.answered.Load() && c.cfg.SASL == nil && isClosed(err) {
+				// A SASL listener takes ApiVersions from anyone, then
+				// closes the connection at the first other request.
+				err = fmt.Errorf("%w (the broker closed the connection at the first request after ApiVersions; if the listener uses SASL, set security.protocol to SASL_PLAINTEXT or SASL_SSL and sasl.mechanism)", err)
+			}
 			c.fail(c.lostErr("read", err))
 			return
 		}
+		c.answered.Store(true)
 		c.mu.Lock()
 		p, ok := c.inflight[corr]
 		if ok {

@@ -1,0 +1,173 @@
+package sasl
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// Kafka's client login modules, the classes sasl.jaas.config names.
+const (
+	PlainLoginModule       = "org.apache.kafka.common.security.plain.PlainLoginModule"
+	ScramLoginModule       = "org.apache.kafka.common.security.scram.ScramLoginModule"
+	OAuthBearerLoginModule = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+	krb5LoginModule        = "com.sun.security.auth.module.Krb5LoginModule"
+)
+
+// JAAS is one login module entry of a sasl.jaas.config value.
+type JAAS struct {
+	Module  string            // the login module class
+	Flag    string            // required, requisite, sufficient or optional
+	Options map[string]string // name=value pairs, e.g. username, password
+}
+
+// ParseJAAS parses a sasl.jaas.config value the way Kafka's JaasConfig
+// does: a login module class, a control flag, options name=value (values
+// quoted with "..." where they hold spaces or special characters, with
+// backslash escapes), and a terminating ';'. Kafka allows exactly one
+// login module here. /* */ and // comments are skipped.
+//
+// Errors never quote option values: they hold passwords.
+func ParseJAAS(s string) (*JAAS, error) {
+	p := &jaasParser{in: []rune(s)}
+	p.space()
+	if p.eof() {
+		return nil, fmt.Errorf("empty: expected a login module class, e.g. %s required username=\"...\" password=\"...\";", PlainLoginModule)
+	}
+	j := &JAAS{Module: p.word(), Options: map[string]string{}}
+	if j.Module == "" {
+		return nil, fmt.Errorf("expected a login module class at character %d", p.i+1)
+	}
+	p.space()
+	j.Flag = strings.ToLower(p.word())
+	switch j.Flag {
+	case "required", "requisite", "sufficient", "optional":
+	case "":
+		return nil, fmt.Errorf("no control flag after %s: expected required, requisite, sufficient or optional", j.Module)
+	default:
+		return nil, fmt.Errorf("control flag of %s is not required, requisite, sufficient or optional", j.Module)
+	}
+	for {
+		p.space()
+		if p.eof() {
+			return nil, fmt.Errorf("missing ';' at the end of the %s entry", j.Module)
+		}
+		if p.peek() == ';' {
+			p.i++
+			break
+		}
+		name := p.word()
+		if name == "" {
+			return nil, fmt.Errorf("expected an option name at character %d", p.i+1)
+		}
+		p.space()
+		if p.eof() || p.peek() != '=' {
+			return nil, fmt.Errorf("option %q of %s has no '=value'", name, j.Module)
+		}
+		p.i++
+		p.space()
+		var value string
+		var err error
+		if !p.eof() && p.peek() == '"' {
+			value, err = p.quoted()
+			if err != nil {
+				return nil, fmt.Errorf("option %q of %s: %w", name, j.Module, err)
+			}
+		} else {
+			value = p.word()
+			if value == "" {
+				return nil, fmt.Errorf("option %q of %s has an empty value; quote it (\"\") if it is meant to be empty", name, j.Module)
+			}
+		}
+		j.Options[name] = value
+	}
+	p.space()
+	if !p.eof() {
+		return nil, fmt.Errorf("more than one login module: Kafka's sasl.jaas.config takes exactly one, ended by ';'")
+	}
+	return j, nil
+}
+
+type jaasParser struct {
+	in []rune
+	i  int
+}
+
+func (p *jaasParser) eof() bool  { return p.i >= len(p.in) }
+func (p *jaasParser) peek() rune { return p.in[p.i] }
+
+// space skips whitespace and comments.
+func (p *jaasParser) space() {
+	for !p.eof() {
+		switch {
+		case unicode.IsSpace(p.peek()):
+			p.i++
+		case p.peek() == '/' && p.i+1 < len(p.in) && p.in[p.i+1] == '/':
+			for !p.eof() && p.peek() != '\n' {
+				p.i++
+			}
+		case p.peek() == '/' && p.i+1 < len(p.in) && p.in[p.i+1] == '*':
+			p.i += 2
+			for !p.eof() && !(p.peek() == '*' && p.i+1 < len(p.in) && p.in[p.i+1] == '/') {
+				p.i++
+			}
+			p.i = min(p.i+2, len(p.in))
+		default:
+			return
+		}
+	}
+}
+
+// word reads an unquoted token: up to whitespace, '=', ';' or a quote.
+func (p *jaasParser) word() string {
+	start := p.i
+	for !p.eof() {
+		r := p.peek()
+		if unicode.IsSpace(r) || r == '=' || r == ';' || r == '"' {
+			break
+		}
+		p.i++
+	}
+	return string(p.in[start:p.i])
+}
+
+// quoted reads a "..." value with Java StreamTokenizer's escapes.
+func (p *jaasParser) quoted() (string, error) {
+	p.i++ // the opening quote
+	var b strings.Builder
+	for !p.eof() {
+		r := p.peek()
+		p.i++
+		switch r {
+		case '"':
+			return b.String(), nil
+		case '\\':
+			if p.eof() {
+				return "", fmt.Errorf("unterminated quoted value")
+			}
+			e := p.peek()
+			p.i++
+			switch e {
+			case 'n':
+				b.WriteByte('\n')
+			case 't':
+				b.WriteByte('\t')
+			case 'r':
+				b.WriteByte('\r')
+			case 'b':
+				b.WriteByte('\b')
+			case 'f':
+				b.WriteByte('\f')
+			default:
+				b.WriteRune(e)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return "", fmt.Errorf("unterminated quoted value (no closing '\"')")
+}
+
+// IsKerberos reports whether module is Java's Kerberos login module,
+// which kprod does not implement (GSSAPI).
+func IsKerberos(module string) bool { return module == krb5LoginModule }

@@ -1,0 +1,182 @@
+package sasl
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Token is an OAuth 2 bearer token for OAUTHBEARER.
+type Token struct {
+	// Value is the token as sent to the broker (a JWT, usually).
+	Value string
+	// Expiry is when the token stops being valid; zero if unknown. A
+	// token already expired is not sent.
+	Expiry time.Time
+	// Extensions are SASL extensions sent with the token (KIP-342), for
+	// example Confluent Cloud's logicalCluster and identityPoolId.
+	Extensions map[string]string
+}
+
+// OAuthBearer is the OAUTHBEARER mechanism (RFC 7628, KIP-255). Source
+// is asked for a token on every exchange, so on every re-authentication
+// too: it should cache a token and refresh it before it expires.
+type OAuthBearer struct {
+	Source func(ctx context.Context) (Token, error)
+}
+
+// Name returns "OAUTHBEARER".
+func (OAuthBearer) Name() string { return "OAUTHBEARER" }
+
+// extensionKey is RFC 7628's key grammar; "auth" is reserved for the token.
+var extensionKey = regexp.MustCompile(`^[A-Za-z]+$`)
+
+// Start gets a token and returns the client's initial response:
+// gs2-header, then auth=Bearer <token> and the extensions, each ended by
+// ^A, and a final ^A.
+func (o OAuthBearer) Start(ctx context.Context) (Session, []byte, error) {
+	if o.Source == nil {
+		return nil, nil, errors.New("OAUTHBEARER: no token source")
+	}
+	tok, err := o.Source(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("OAUTHBEARER: the token source failed: %w", err)
+	}
+	if strings.TrimSpace(tok.Value) == "" {
+		return nil, nil, errors.New("OAUTHBEARER: the token source returned an empty token")
+	}
+	if strings.ContainsAny(tok.Value, "\x01 \t\r\n") {
+		return nil, nil, errors.New("OAUTHBEARER: the token source returned a token with spaces or control characters")
+	}
+	if !tok.Expiry.IsZero() && !time.Now().Before(tok.Expiry) {
+		return nil, nil, fmt.Errorf("OAUTHBEARER: the token source returned a token that expired at %s; it must return a fresh one",
+			tok.Expiry.UTC().Format(time.RFC3339))
+	}
+	var b strings.Builder
+	b.WriteString("n,,\x01auth=Bearer ")
+	b.WriteString(tok.Value)
+	b.WriteByte(1)
+	for _, k := range slices.Sorted(maps.Keys(tok.Extensions)) {
+		v := tok.Extensions[k]
+		if !extensionKey.MatchString(k) || k == "auth" {
+			return nil, nil, fmt.Errorf("OAUTHBEARER: SASL extension name %q is invalid: it must be letters only, and not \"auth\"", k)
+		}
+		if strings.ContainsRune(v, 1) {
+			return nil, nil, fmt.Errorf("OAUTHBEARER: the value of SASL extension %q contains a ^A character", k)
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(v)
+		b.WriteByte(1)
+	}
+	b.WriteByte(1)
+	return &oauthSession{}, []byte(b.String()), nil
+}
+
+type oauthSession struct {
+	status string // the server's error challenge, if it sent one
+}
+
+// Next: an empty server message is success. Anything else is the
+// server's JSON error status (RFC 7628 §3.2.2), which the client must
+// acknowledge with a lone ^A; the server then fails the exchange.
+func (s *oauthSession) Next(server []byte) (bool, []byte, error) {
+	if len(server) == 0 {
+		return true, nil, nil
+	}
+	if s.status != "" {
+		return false, nil, fmt.Errorf("OAUTHBEARER: the broker sent a second challenge after its error %s", s.status)
+	}
+	s.status = string(server)
+	return false, []byte{1}, nil
+}
+
+// Describe returns the server's error status, if any.
+func (s *oauthSession) Describe() string {
+	if s.status == "" {
+		return ""
+	}
+	return "the broker's OAUTHBEARER error status is " + s.status
+}
+
+// UnsecuredToken builds the unsecured JWS (alg "none") that Java's
+// default OAUTHBEARER login callback handler
+// (OAuthBearerUnsecuredLoginCallbackHandler) makes from the options of
+// OAuthBearerLoginModule in sasl.jaas.config. Brokers accept it only with
+// the unsecured validator: for development and tests, never production.
+//
+// Options, as in Java: unsecuredLoginStringClaim_<name>,
+// unsecuredLoginNumberClaim_<name>, unsecuredLoginListClaim_<name> (the
+// first character is the separator), unsecuredLoginExtension_<name>,
+// unsecuredLoginPrincipalClaimName (default sub, which must be given),
+// unsecuredLoginLifetimeSeconds (default 3600).
+func UnsecuredToken(options map[string]string, now time.Time) (Token, error) {
+	const (
+		strPrefix = "unsecuredLoginStringClaim_"
+		numPrefix = "unsecuredLoginNumberClaim_"
+		lstPrefix = "unsecuredLoginListClaim_"
+		extPrefix = "unsecuredLoginExtension_"
+	)
+	claims := map[string]any{}
+	ext := map[string]string{}
+	principal := "sub"
+	lifetime := 3600.0
+	for k, v := range options {
+		switch {
+		case strings.HasPrefix(k, strPrefix):
+			claims[strings.TrimPrefix(k, strPrefix)] = v
+		case strings.HasPrefix(k, numPrefix):
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return Token{}, fmt.Errorf("OAuthBearerLoginModule option %s is not a number", k)
+			}
+			claims[strings.TrimPrefix(k, numPrefix)] = n
+		case strings.HasPrefix(k, lstPrefix):
+			var list []string
+			if v != "" {
+				list = strings.Split(v[1:], v[:1])
+			}
+			claims[strings.TrimPrefix(k, lstPrefix)] = list
+		case strings.HasPrefix(k, extPrefix):
+			ext[strings.TrimPrefix(k, extPrefix)] = v
+		case k == "unsecuredLoginPrincipalClaimName":
+			principal = v
+		case k == "unsecuredLoginLifetimeSeconds":
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil || n <= 0 {
+				return Token{}, errors.New("OAuthBearerLoginModule option unsecuredLoginLifetimeSeconds must be a positive number")
+			}
+			lifetime = n
+		}
+	}
+	if s, ok := claims[principal].(string); !ok || s == "" {
+		return Token{}, fmt.Errorf("OAuthBearerLoginModule: set unsecuredLoginStringClaim_%s to the principal name (or give Config.SASLOAuthTokenSource)", principal)
+	}
+	for _, reserved := range []string{"iat", "exp"} {
+		if _, ok := claims[reserved]; ok {
+			return Token{}, fmt.Errorf("OAuthBearerLoginModule: the %q claim is set from unsecuredLoginLifetimeSeconds, not given", reserved)
+		}
+	}
+	iat := float64(now.UnixMilli()) / 1000
+	claims["iat"] = iat
+	claims["exp"] = iat + lifetime
+	body, err := json.Marshal(claims)
+	if err != nil {
+		return Token{}, err
+	}
+	enc := base64.RawURLEncoding
+	value := enc.EncodeToString([]byte(`{"alg":"none"}`)) + "." + enc.EncodeToString(body) + "."
+	expiry := now.Add(time.Duration(lifetime * float64(time.Second)))
+	if len(ext) == 0 {
+		ext = nil
+	}
+	return Token{Value: value, Expiry: expiry, Extensions: ext}, nil
+}
