@@ -140,16 +140,13 @@ func (c *Conn) setup(ctx context.Context) (phase string, err error) {
 // are not retried (kerr.IsRetriable); everything else is ErrDial.
 func (c *Conn) setupError(ctx context.Context, phase string, timeout time.Duration, err error) error {
 	if err == nil || ctx.Err() != nil {
-		why := "did not finish"
 		switch {
 		case phase == "TLS handshake":
-			why += ": " + hintPlaintextListener
+			err = transient{fmt.Errorf("%w: no answer to the TLS handshake within the setup timeout: %s", kerr.ErrTLS, hintPlaintextListener)}
 		case phase == "ApiVersions handshake" && !c.tls:
-			why += " (if this persists: " + hintTLSListener + ")"
-		}
-		err = fmt.Errorf("%s %s: %w", phase, why, ctx.Err())
-		if phase == "TLS handshake" {
-			err = transient{fmt.Errorf("%w: %w", kerr.ErrTLS, err)}
+			err = fmt.Errorf("no answer to ApiVersions within the setup timeout (if this persists: %s) (%w)", hintTLSListener, ctx.Err())
+		default:
+			err = fmt.Errorf("no answer within the setup timeout (%w)", ctx.Err())
 		}
 	} else if c.tls && isRemoteAlert(err) {
 		// TLS 1.3: the broker's verdict on our certificate comes after

@@ -239,9 +239,21 @@ func (c *Client) WaitTopic(ctx context.Context, name string) (*Topic, error) {
 			if errors.Is(err, kerr.ErrClosed) {
 				return nil, err
 			}
+			if securityFailure(err) {
+				// Waiting out max.block.ms would only hide it behind
+				// a timeout: the Java producer fails at once too.
+				return nil, fmt.Errorf("topic %q: %w", name, err)
+			}
 			lastErr = err
 		}
 	}
+}
+
+// securityFailure reports an error that no retry fixes: the brokers
+// refused our credentials or TLS (kerr.ErrAuthentication, or
+// kerr.ErrTLS without kerr.ErrDial).
+func securityFailure(err error) bool {
+	return errors.Is(err, kerr.ErrAuthentication) || errors.Is(err, kerr.ErrTLS) && !kerr.IsRetriable(err)
 }
 
 func (c *Client) topicTimeout(name string, lastErr error) error {
@@ -397,6 +409,14 @@ func (c *Client) refresh() error {
 		}
 		c.install(mr)
 		return nil
+	}
+	for _, err := range errs {
+		if securityFailure(err) {
+			// Not ErrMetadataTimeout, which is retriable: the first
+			// broker that refused us says why, and the others would
+			// say the same.
+			return fmt.Errorf("no broker answered a Metadata request: %w", err)
+		}
 	}
 	return fmt.Errorf("%w: no broker answered a Metadata request: %w", kerr.ErrMetadataTimeout, errors.Join(errs...))
 }

@@ -1,0 +1,213 @@
+package broker
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kprod/kprod/internal/sasl"
+	"github.com/kprod/kprod/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// TestReauthenticationInBand: kfake grants 1s sessions; a connection
+// kept busy for 3.5s, with requests in flight whenever the writer stops
+// to re-authenticate, re-authenticates in band and loses nothing.
+func TestReauthenticationInBand(t *testing.T) {
+	c := newCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "admin", "pw"),
+		kfake.BrokerConfigs(map[string]string{"connections.max.reauth.ms": "1000"}))
+	cfg := testConfig()
+	m, err := sasl.NewScram("SCRAM-SHA-256", "admin", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.SASL = m
+	conn := dialTest(t, c.ListenAddrs()[0], cfg)
+	if conn.reauth.IsZero() {
+		t.Fatal("no re-authentication scheduled for a 1s session")
+	}
+	deadline := time.Now().Add(3500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		var wg sync.WaitGroup
+		for range cfg.MaxInFlight {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if _, err := conn.Do(ctx, metadataReq()); err != nil {
+					t.Errorf("Metadata: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := conn.Reauthentications(); n < 2 {
+		t.Errorf("%d re-authentications in 3.5s of 1s sessions", n)
+	}
+	if conn.Dead() {
+		t.Errorf("connection died: %v", conn.Err())
+	}
+}
+
+// selfSigned returns a server certificate for names, signed by a fresh CA,
+// and that CA's pool.
+func selfSigned(t *testing.T, names ...string) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "broker"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			leaf.IPAddresses = append(leaf.IPAddresses, ip)
+		} else {
+			leaf.DNSNames = append(leaf.DNSNames, n)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+// serve accepts connections on a loopback port and hands each to handle,
+// until the test ends.
+func serve(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestTLSErrors: each way TLS goes wrong, against local servers, is a
+// typed error within the setup timeout that says which case it is.
+func TestTLSErrors(t *testing.T) {
+	cert, pool := selfSigned(t, "127.0.0.1", "localhost")
+	tlsServer := func(c net.Conn) {
+		tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}})
+		_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = tc.Handshake()
+		io.Copy(io.Discard, tc)
+	}
+	// Kafka's plaintext listener reads a ClientHello as a request size
+	// over socket.request.max.bytes and closes the connection.
+	plaintextServer := func(c net.Conn) {
+		var b [4]byte
+		_, _ = io.ReadFull(c, b[:])
+	}
+	// Kafka's TLS listener answers plaintext bytes with an alert
+	// (unexpected_message) and closes.
+	alertServer := func(c net.Conn) {
+		var b [4]byte
+		_, _ = io.ReadFull(c, b[:])
+		_, _ = c.Write([]byte{21, 3, 3, 0, 2, 2, 10})
+	}
+	silentServer := func(c net.Conn) { io.Copy(io.Discard, c) }
+
+	trusted := &tls.Config{RootCAs: pool}
+	_, otherPool := selfSigned(t, "127.0.0.1")
+	for _, tc := range []struct {
+		name      string
+		server    func(net.Conn)
+		tls       *tls.Config
+		dialAs    string // host to dial instead of 127.0.0.1
+		retriable bool
+		want      []string
+	}{
+		{"untrusted", tlsServer, &tls.Config{RootCAs: otherPool}, "", false, []string{"do not trust", `"CN=test CA"`, "ssl.truststore.location"}},
+		{"hostname mismatch", tlsServer, trusted, "wrong.invalid", false, []string{`not for "wrong.invalid"`, "localhost, 127.0.0.1", "ssl.endpoint.identification.algorithm"}},
+		{"tls to plaintext", plaintextServer, trusted, "", true, []string{"closed the connection during the TLS handshake", "is the listener plaintext?"}},
+		{"tls to silent", silentServer, trusted, "", true, []string{"is the listener plaintext?"}},
+		{"plaintext to tls", alertServer, nil, "", false, []string{"answered with a TLS record", "is the listener TLS?"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := serve(t, tc.server)
+			cfg := testConfig()
+			cfg.TLS = tc.tls
+			if tc.dialAs != "" {
+				real := addr
+				cfg.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
+					var d net.Dialer
+					return d.DialContext(ctx, network, real)
+				}
+				_, port, _ := net.SplitHostPort(addr)
+				addr = net.JoinHostPort(tc.dialAs, port)
+			}
+			const timeout = 500 * time.Millisecond
+			start := time.Now()
+			c, err := dialConn(context.Background(), 1, addr, cfg, timeout)
+			if err == nil {
+				c.Close()
+				t.Fatal("dial succeeded")
+			}
+			t.Logf("%v", err)
+			if time.Since(start) > timeout+time.Second {
+				t.Errorf("took %v with a setup timeout of %v", time.Since(start), timeout)
+			}
+			if !errors.Is(err, kerr.ErrTLS) {
+				t.Errorf("not ErrTLS: %v", err)
+			}
+			if got := kerr.IsRetriable(err); got != tc.retriable {
+				t.Errorf("IsRetriable = %v, want %v", got, tc.retriable)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %q: %v", w, err)
+				}
+			}
+		})
+	}
+}
