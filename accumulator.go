@@ -42,6 +42,8 @@ type topicState struct {
 	use   atomic.Pointer[cluster.Use] // keeps the topic in metadata requests
 	parts atomic.Pointer[[]*partq]    // by partition id; grows with the topic
 
+	metrics topicMetrics
+
 	stickyMu    sync.Mutex
 	stickyPart  int32 // -1: pick one
 	stickyBytes int   // bytes sent to stickyPart since it was picked
@@ -76,8 +78,13 @@ type batch struct {
 	id      uint64
 	bld     recbatch.Builder
 	memSize int // bytes charged to the pool
-	recs    []pending
-	created time.Time
+	// maxRecSize and sumRecSize are the largest and the total size of
+	// the records appended (Java's upper-bound estimate, as its
+	// record-size metrics use); written under q.mu while the batch takes
+	// records.
+	maxRecSize, sumRecSize int
+	recs                   []pending
+	created                time.Time
 	// full: no more appends; set under q.mu by the appender that
 	// started the next batch, or by the sender when it drains it.
 	full bool
@@ -156,7 +163,7 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 // The record is encoded into the batch buffer here, on the caller's
 // goroutine, so the sender only has to seal.
 func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration) error {
-	if a.tryAppend(q, r, ts, cb) {
+	if a.tryAppend(q, r, ts, cb, recSize) {
 		return nil
 	}
 	size := max(a.batchSize, recSize+recbatch.HeaderSize)
@@ -165,7 +172,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		return err
 	}
 	q.mu.Lock()
-	if a.tryAppendLocked(q, r, ts, cb) {
+	if a.tryAppendLocked(q, r, ts, cb, recSize) {
 		// Another sender made room meanwhile.
 		q.mu.Unlock()
 		a.pool.release(buf, size)
@@ -180,6 +187,8 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	b.bld.Reset(buf, ts)
 	b.bld.Append(ts, r.Key, r.Value, r.Headers)
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
+	b.maxRecSize = recSize - recbatch.HeaderSize
+	b.sumRecSize = b.maxRecSize
 	// Registered before the batch is visible to the sender, so that it
 	// cannot complete (and be removed) before it is added.
 	a.incMu.Lock()
@@ -194,14 +203,14 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	return nil
 }
 
-func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error)) bool {
+func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) bool {
 	q.mu.Lock()
-	ok := a.tryAppendLocked(q, r, ts, cb)
+	ok := a.tryAppendLocked(q, r, ts, cb, recSize)
 	q.mu.Unlock()
 	return ok
 }
 
-func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Record, error)) bool {
+func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) bool {
 	n := len(q.batches)
 	if n == 0 {
 		return false
@@ -212,6 +221,8 @@ func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Re
 	}
 	b.bld.Append(ts, r.Key, r.Value, r.Headers)
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
+	b.maxRecSize = max(b.maxRecSize, recSize-recbatch.HeaderSize)
+	b.sumRecSize += recSize - recbatch.HeaderSize
 	return true
 }
 

@@ -273,7 +273,9 @@ type Config struct {
 
 	// Logger receives the producer's log records (connection, metadata
 	// and retry events at debug level, with broker, topic and partition
-	// attributes). nil discards them. No Java property.
+	// attributes; warnings and errors otherwise). nil logs warnings and
+	// errors to stderr; slog.New(slog.DiscardHandler) silences it. No
+	// Java property.
 	Logger *slog.Logger
 
 	// Dial opens connections to brokers; nil uses a net.Dialer. For

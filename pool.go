@@ -28,11 +28,11 @@ type bufferPool struct {
 	total    int64 // buffer.memory
 
 	mu        sync.Mutex
-	available int64      // bytes not handed out (free list included); guarded by mu
-	free      [][]byte   // pooled batch.size buffers; guarded by mu
-	waiters   *list.List // of *poolWaiter, in arrival order; guarded by mu
-	closed    bool       // guarded by mu
-	waitTime  time.Duration
+	available int64         // bytes not handed out (free list included); guarded by mu
+	free      [][]byte      // pooled batch.size buffers; guarded by mu
+	waiters   *list.List    // of *poolWaiter, in arrival order; guarded by mu
+	closed    bool          // guarded by mu
+	waitTime  time.Duration // bufferpool-wait-time; guarded by mu
 }
 
 type poolWaiter struct {
@@ -161,6 +161,13 @@ func (p *bufferPool) hasWaiters() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.waiters.Len() > 0
+}
+
+// waitTimeTotal is how long allocations have waited for memory, in all.
+func (p *bufferPool) waitTimeTotal() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waitTime
 }
 
 // availableBytes is buffer-available-bytes.

@@ -3,8 +3,8 @@ package kprod
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +23,8 @@ type Producer struct {
 	cfg Config
 	log *slog.Logger
 
+	metrics producerMetrics
+
 	cl   *cluster.Client
 	acc  *accumulator
 	pool *bufferPool
@@ -31,10 +33,6 @@ type Producer struct {
 	// guaranteeOrder: one batch in flight per partition, so that a retry
 	// cannot reorder (max.in.flight.requests.per.connection=1).
 	guaranteeOrder bool
-
-	// txn is the transactional producer's state (transaction.go); nil
-	// without a transactional.id.
-	txn *txnManager
 
 	// sendMu is held for reading by every Send while it appends, and for
 	// writing by Close, so that Close knows no Send is still buffering.
@@ -64,7 +62,8 @@ func NewProducer(cfg Config) (*Producer, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		// Quiet by default: only warnings and errors, on stderr.
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	if cfg.ClientID == "" {
 		cfg.ClientID = fmt.Sprintf("kprod-producer-%d", producerSeq.Add(1))
@@ -81,9 +80,6 @@ func NewProducer(cfg Config) (*Producer, error) {
 	}
 	p := &Producer{cfg: cfg, log: log, guaranteeOrder: !cfg.Idempotent() && cfg.MaxInFlight == 1}
 	p.closing, p.stopWaiting = context.WithCancel(context.Background())
-	if cfg.TransactionalID != "" {
-		p.txn = newTxnManager(p)
-	}
 	p.snd = newSender(p)
 	bcfg := &broker.Config{
 		ClientID:            cfg.ClientID,
@@ -170,12 +166,6 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 	if r.Topic == "" {
 		return fmt.Errorf("%w: the record has no topic", kerr.ErrInvalidRecord)
 	}
-	if p.txn != nil {
-		// Fail fast outside a transaction; checked again at the append.
-		if err := p.txn.checkSend(r.Topic); err != nil {
-			return err
-		}
-	}
 	p.sendMu.RLock()
 	defer p.sendMu.RUnlock()
 	if p.closed.Load() {
@@ -219,13 +209,6 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 		return err
 	}
 	q := p.acc.queue(t, part)
-	if p.txn != nil {
-		done, err := p.txn.beginSend(r.Topic)
-		if err != nil {
-			return err
-		}
-		defer done()
-	}
 	maxBlock := p.cfg.MaxBlock - time.Since(start)
 	if err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock); err != nil {
 		return fmt.Errorf("cannot buffer the record for %s[%d]: %w", r.Topic, part, err)
@@ -293,9 +276,6 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.pool.close()  // wakes Sends blocked on memory
 		p.sendMu.Lock()
 		p.sendMu.Unlock() //nolint:staticcheck // empty critical section: waits out Sends under way
-		if p.txn != nil {
-			p.txn.closeAbort(ctx) // as Java's close: abort a transaction left open
-		}
 		close(p.snd.closing)
 		p.snd.wake()
 		select {

@@ -1,0 +1,253 @@
+package kprod
+
+import (
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Metrics is a snapshot of the producer's metrics, with the Java
+// producer's names and meanings (its producer-metrics and
+// producer-topic-metrics groups). Rates are per second over the last 30
+// seconds (Java: metrics.sample.window.ms × metrics.num.samples, 30 s ×
+// 2); averages and maxima are since the producer started. Times are in
+// milliseconds, as in Java. Map gives them by their Java names.
+type Metrics struct {
+	RecordSendRate       float64 // record-send-rate: records sent (drained into requests) per second
+	RecordSendTotal      int64   // record-send-total
+	ByteRate             float64 // byte-rate: bytes of record batches sent per second (uncompressed)
+	ByteTotal            int64   // byte-total
+	RecordSizeAvg        float64 // record-size-avg: encoded record size
+	RecordSizeMax        float64 // record-size-max
+	BatchSizeAvg         float64 // batch-size-avg: bytes per batch on the wire (after compression)
+	BatchSizeMax         float64 // batch-size-max
+	CompressionRateAvg   float64 // compression-rate-avg: compressed / uncompressed batch size
+	RecordsPerRequestAvg float64 // records-per-request-avg
+	RequestRate          float64 // request-rate: produce requests per second
+	RequestTotal         int64   // request-total
+	RequestLatencyAvg    float64 // request-latency-avg (ms): produce request to response
+	RequestLatencyMax    float64 // request-latency-max (ms)
+	RecordQueueTimeAvg   float64 // record-queue-time-avg (ms): batch creation to drain
+	RecordQueueTimeMax   float64 // record-queue-time-max (ms)
+	RecordRetryRate      float64 // record-retry-rate: records retried per second
+	RecordRetryTotal     int64   // record-retry-total
+	RecordErrorRate      float64 // record-error-rate: records failed per second
+	RecordErrorTotal     int64   // record-error-total
+	RequestsInFlight     int64   // requests-in-flight: produce requests awaiting a response
+	BufferAvailableBytes int64   // buffer-available-bytes
+	BufferTotalBytes     int64   // buffer-total-bytes (buffer.memory)
+	BufferPoolWaitTimeNs int64   // bufferpool-wait-time-ns-total: time Sends spent blocked on memory
+	ProduceThrottleAvg   float64 // produce-throttle-time-avg (ms)
+	ProduceThrottleMax   float64 // produce-throttle-time-max (ms)
+
+	// Topics holds the per-topic metrics (producer-topic-metrics).
+	Topics map[string]TopicMetrics
+}
+
+// TopicMetrics are the per-topic metrics (producer-topic-metrics).
+type TopicMetrics struct {
+	RecordSendRate     float64 // record-send-rate
+	RecordSendTotal    int64   // record-send-total
+	ByteRate           float64 // byte-rate
+	ByteTotal          int64   // byte-total
+	CompressionRateAvg float64 // compression-rate
+	RecordRetryRate    float64 // record-retry-rate
+	RecordRetryTotal   int64   // record-retry-total
+	RecordErrorRate    float64 // record-error-rate
+	RecordErrorTotal   int64   // record-error-total
+}
+
+// Map returns every metric by its Java name; per-topic metrics are named
+// "<name>{topic=<topic>}".
+func (m Metrics) Map() map[string]float64 {
+	out := map[string]float64{
+		"record-send-rate": m.RecordSendRate, "record-send-total": float64(m.RecordSendTotal),
+		"byte-rate": m.ByteRate, "byte-total": float64(m.ByteTotal),
+		"record-size-avg": m.RecordSizeAvg, "record-size-max": m.RecordSizeMax,
+		"batch-size-avg": m.BatchSizeAvg, "batch-size-max": m.BatchSizeMax,
+		"compression-rate-avg":    m.CompressionRateAvg,
+		"records-per-request-avg": m.RecordsPerRequestAvg,
+		"request-rate":            m.RequestRate, "request-total": float64(m.RequestTotal),
+		"request-latency-avg": m.RequestLatencyAvg, "request-latency-max": m.RequestLatencyMax,
+		"record-queue-time-avg": m.RecordQueueTimeAvg, "record-queue-time-max": m.RecordQueueTimeMax,
+		"record-retry-rate": m.RecordRetryRate, "record-retry-total": float64(m.RecordRetryTotal),
+		"record-error-rate": m.RecordErrorRate, "record-error-total": float64(m.RecordErrorTotal),
+		"requests-in-flight":            float64(m.RequestsInFlight),
+		"buffer-available-bytes":        float64(m.BufferAvailableBytes),
+		"buffer-total-bytes":            float64(m.BufferTotalBytes),
+		"bufferpool-wait-time-ns-total": float64(m.BufferPoolWaitTimeNs),
+		"produce-throttle-time-avg":     m.ProduceThrottleAvg, "produce-throttle-time-max": m.ProduceThrottleMax,
+	}
+	for t, tm := range m.Topics {
+		for k, v := range map[string]float64{
+			"record-send-rate": tm.RecordSendRate, "record-send-total": float64(tm.RecordSendTotal),
+			"byte-rate": tm.ByteRate, "byte-total": float64(tm.ByteTotal),
+			"compression-rate":  tm.CompressionRateAvg,
+			"record-retry-rate": tm.RecordRetryRate, "record-retry-total": float64(tm.RecordRetryTotal),
+			"record-error-rate": tm.RecordErrorRate, "record-error-total": float64(tm.RecordErrorTotal),
+		} {
+			out[k+"{topic="+t+"}"] = v
+		}
+	}
+	return out
+}
+
+// MetricNames returns the keys of Map in a stable order, for printing.
+func (m Metrics) MetricNames() []string {
+	mm := m.Map()
+	names := make([]string, 0, len(mm))
+	for k := range mm {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Metrics returns a snapshot of the producer's metrics. It is cheap
+// enough to call every second.
+func (p *Producer) Metrics() Metrics {
+	now := time.Now()
+	mt := &p.metrics
+	m := Metrics{
+		RecordSendTotal:      mt.records.Load(),
+		ByteTotal:            mt.bytes.Load(),
+		RecordSizeMax:        mt.recSizeMax.maxValue(),
+		BatchSizeAvg:         mt.batchSize.avg(),
+		BatchSizeMax:         mt.batchSize.maxValue(),
+		CompressionRateAvg:   mt.compression.avg(),
+		RecordsPerRequestAvg: mt.recsPerReq.avg(),
+		RequestTotal:         mt.requests.Load(),
+		RequestLatencyAvg:    mt.latency.avg(),
+		RequestLatencyMax:    mt.latency.maxValue(),
+		RecordQueueTimeAvg:   mt.queueTime.avg(),
+		RecordQueueTimeMax:   mt.queueTime.maxValue(),
+		RecordRetryTotal:     mt.retries.Load(),
+		RecordErrorTotal:     mt.errors.Load(),
+		RequestsInFlight:     mt.inFlight.Load(),
+		BufferAvailableBytes: p.pool.availableBytes(),
+		BufferTotalBytes:     p.cfg.BufferMemory,
+		BufferPoolWaitTimeNs: p.pool.waitTimeTotal().Nanoseconds(),
+		ProduceThrottleAvg:   mt.throttle.avg(),
+		ProduceThrottleMax:   mt.throttle.maxValue(),
+		Topics:               map[string]TopicMetrics{},
+	}
+	if m.RecordSendTotal > 0 {
+		m.RecordSizeAvg = float64(mt.recordBytes.Load()) / float64(m.RecordSendTotal)
+	}
+	m.RecordSendRate = mt.window.rate(now, "records", m.RecordSendTotal)
+	m.ByteRate = mt.window.rate(now, "bytes", m.ByteTotal)
+	m.RequestRate = mt.window.rate(now, "requests", m.RequestTotal)
+	m.RecordRetryRate = mt.window.rate(now, "retries", m.RecordRetryTotal)
+	m.RecordErrorRate = mt.window.rate(now, "errors", m.RecordErrorTotal)
+	for name, t := range *p.acc.topics.Load() {
+		tm := TopicMetrics{
+			RecordSendTotal:    t.metrics.records.Load(),
+			ByteTotal:          t.metrics.bytes.Load(),
+			CompressionRateAvg: t.metrics.compression.avg(),
+			RecordRetryTotal:   t.metrics.retries.Load(),
+			RecordErrorTotal:   t.metrics.errors.Load(),
+		}
+		tm.RecordSendRate = mt.window.rate(now, "records:"+name, tm.RecordSendTotal)
+		tm.ByteRate = mt.window.rate(now, "bytes:"+name, tm.ByteTotal)
+		tm.RecordRetryRate = mt.window.rate(now, "retries:"+name, tm.RecordRetryTotal)
+		tm.RecordErrorRate = mt.window.rate(now, "errors:"+name, tm.RecordErrorTotal)
+		m.Topics[name] = tm
+	}
+	return m
+}
+
+// producerMetrics is written by the sender goroutine only (and read by
+// Metrics from any goroutine), so plain atomics suffice.
+type producerMetrics struct {
+	records, bytes, recordBytes, requests, retries, errors, inFlight atomic.Int64
+
+	recSizeMax, batchSize, compression, recsPerReq, latency, queueTime, throttle stat
+	window                                                                       rateWindow
+}
+
+type topicMetrics struct {
+	records, bytes, retries, errors atomic.Int64
+	compression                     stat
+}
+
+// stat is a running average and maximum with a single writer.
+type stat struct {
+	sum, n atomic.Int64 // sum in thousandths, to keep ratios precise
+	max    atomic.Int64 // thousandths
+}
+
+func (s *stat) record(v float64) {
+	x := int64(v * 1000)
+	s.sum.Add(x)
+	s.n.Add(1)
+	if x > s.max.Load() {
+		s.max.Store(x)
+	}
+}
+
+func (s *stat) avg() float64 {
+	n := s.n.Load()
+	if n == 0 {
+		return 0
+	}
+	return float64(s.sum.Load()) / 1000 / float64(n)
+}
+
+func (s *stat) maxValue() float64 { return float64(s.max.Load()) / 1000 }
+
+// rateWindow turns counters into per-second rates over the last 30 s:
+// each Metrics call remembers the counters it saw, and a rate is the
+// increase since the oldest remembered value at most 30 s old.
+type rateWindow struct {
+	mu   sync.Mutex
+	seen map[string][]sample // guarded by mu
+}
+
+type sample struct {
+	at    time.Time
+	total int64
+}
+
+const rateSpan = 30 * time.Second
+
+func (w *rateWindow) rate(now time.Time, key string, total int64) float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen == nil {
+		w.seen = map[string][]sample{}
+	}
+	ss := w.seen[key]
+	for len(ss) > 1 && now.Sub(ss[1].at) >= rateSpan {
+		ss = ss[1:] // keep one sample at least rateSpan old, if any
+	}
+	var r float64
+	if len(ss) > 0 {
+		if d := now.Sub(ss[0].at).Seconds(); d > 0 {
+			r = float64(total-ss[0].total) / d
+		}
+	}
+	if len(ss) == 0 || now.Sub(ss[len(ss)-1].at) >= time.Second {
+		ss = append(ss, sample{now, total})
+	}
+	w.seen[key] = ss
+	return r
+}
+
+// onDrained records a batch going into a request.
+func (m *producerMetrics) onDrained(b *batch, now time.Time) {
+	n := int64(len(b.recs))
+	raw := b.bld.UncompressedSize()
+	m.records.Add(n)
+	m.bytes.Add(int64(raw))
+	m.recordBytes.Add(int64(b.sumRecSize))
+	m.batchSize.record(float64(len(b.wire)))
+	ratio := float64(len(b.wire)) / float64(max(raw, 1))
+	m.compression.record(ratio)
+	m.queueTime.record(float64(now.Sub(b.created)) / float64(time.Millisecond))
+	m.recSizeMax.record(float64(b.maxRecSize))
+	tm := &b.q.topic.metrics
+	tm.records.Add(n)
+	tm.bytes.Add(int64(raw))
+	tm.compression.record(ratio)
+}
