@@ -2,6 +2,7 @@ package kprod
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"math"
@@ -52,7 +53,8 @@ const (
 )
 
 // Security protocols, the values of Config.SecurityProtocol
-// (security.protocol). Only SecurityPlaintext is implemented so far.
+// (security.protocol): PLAINTEXT, TLS (SSL), SASL without TLS and SASL
+// over TLS.
 const (
 	SecurityPlaintext     = "PLAINTEXT"
 	SecuritySSL           = "SSL"
@@ -254,10 +256,109 @@ type Config struct {
 	ReceiveBufferBytes int
 
 	// SecurityProtocol is how connections are secured
-	// (security.protocol): PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, any
-	// case. Default PLAINTEXT. Only PLAINTEXT is implemented yet: Validate
-	// rejects the others with "not supported yet".
+	// (security.protocol): PLAINTEXT, SSL (TLS), SASL_PLAINTEXT (SASL
+	// without TLS: only for networks you trust, PLAIN then sends the
+	// password as is) or SASL_SSL, any case. Default PLAINTEXT. It must
+	// match the listener of the brokers' ports in BootstrapServers; a
+	// mismatch fails with an error that asks about it (kerr.ErrTLS,
+	// kerr.ErrAuthentication). See the SSL* and SASL* fields.
 	SecurityProtocol string
+
+	// TLSConfig is the TLS configuration for SSL and SASL_SSL, for
+	// callers that build their own (certificates from a secrets manager,
+	// custom verification). No Java property. Default nil: built from
+	// the SSL* fields. When set, the SSL* certificate and key fields must
+	// be empty; it is used as given except that an empty ServerName is
+	// set to each broker's host, for the certificate check.
+	TLSConfig *tls.Config
+
+	// SSLTruststoreLocation is a PEM file with the CA certificates that
+	// broker certificates must chain to (ssl.truststore.location).
+	// Default "": the system's CAs (Java: the JVM's).
+	SSLTruststoreLocation string
+
+	// SSLTruststoreCertificates is the same CA certificates as PEM text
+	// (ssl.truststore.certificates). Default "".
+	SSLTruststoreCertificates string
+
+	// SSLTruststoreType is the format of the truststore
+	// (ssl.truststore.type). Default and only value: PEM. Java's default
+	// is JKS, which kprod cannot read: Validate says how to convert a JKS
+	// or PKCS12 store.
+	SSLTruststoreType string
+
+	// SSLKeystoreLocation is a PEM file with the client's private key and
+	// its certificate chain, for brokers that authenticate clients by
+	// certificate (mutual TLS, ssl.client.auth=required)
+	// (ssl.keystore.location). Default "": no client certificate.
+	SSLKeystoreLocation string
+
+	// SSLKeystoreCertificateChain and SSLKeystoreKey are the client's
+	// certificate chain and private key as PEM text, instead of
+	// SSLKeystoreLocation (ssl.keystore.certificate.chain,
+	// ssl.keystore.key). Default "".
+	SSLKeystoreCertificateChain string
+	SSLKeystoreKey              string
+
+	// SSLKeystoreType is the format of the keystore (ssl.keystore.type).
+	// Default and only value: PEM (Java's default JKS: see
+	// SSLTruststoreType).
+	SSLKeystoreType string
+
+	// SSLKeyPassword decrypts the private key, if it is an encrypted
+	// PKCS#8 key (-----BEGIN ENCRYPTED PRIVATE KEY-----, PBES2, as
+	// "openssl pkcs8 -topk8 -v2 aes-256-cbc" writes) (ssl.key.password).
+	// Default "": the key is not encrypted. OpenSSL's legacy encryption
+	// (Proc-Type: 4,ENCRYPTED) is refused, as in Java.
+	SSLKeyPassword string
+
+	// SSLEndpointIdentificationAlgorithm is "https" to check that the
+	// broker's certificate is for the host dialed, or "" not to check
+	// (the chain is still verified against the truststore)
+	// (ssl.endpoint.identification.algorithm). Default "https".
+	SSLEndpointIdentificationAlgorithm string
+
+	// SSLEnabledProtocols are the TLS versions offered
+	// (ssl.enabled.protocols): TLSv1.2 and/or TLSv1.3. Default both.
+	SSLEnabledProtocols []string
+
+	// SSLProtocol caps the TLS version (ssl.protocol): TLSv1.3, TLSv1.2,
+	// or TLS (the newest). Default TLSv1.3.
+	SSLProtocol string
+
+	// SSLCipherSuites are the TLS 1.2 cipher suites offered, by their
+	// IANA names as Java takes them (ssl.cipher.suites). Default nil:
+	// Go's secure defaults. TLS 1.3 suites may be listed but are not
+	// selectable in Go (all three are used).
+	SSLCipherSuites []string
+
+	// SASLMechanism is the SASL mechanism for SASL_PLAINTEXT and SASL_SSL
+	// (sasl.mechanism): PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or
+	// OAUTHBEARER. Default GSSAPI, as in Java, which kprod does not
+	// implement: Validate asks for one of the others when the protocol
+	// uses SASL.
+	SASLMechanism string
+
+	// SASLJAASConfig is Java's JAAS configuration (sasl.jaas.config):
+	// for PLAIN and SCRAM, PlainLoginModule or ScramLoginModule with
+	// username and password options,
+	//	org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";
+	// for OAUTHBEARER, OAuthBearerLoginModule with the unsecured-token
+	// options (unsecuredLoginStringClaim_sub=...; development only).
+	// Default "". Alternatively set SASLUsername and SASLPassword.
+	SASLJAASConfig string
+
+	// SASLUsername and SASLPassword are the PLAIN or SCRAM credentials,
+	// instead of SASLJAASConfig. No Java property. Default "".
+	SASLUsername string
+	SASLPassword string
+
+	// SASLOAuthTokenSource supplies the tokens of OAUTHBEARER; it is
+	// asked on every connection and every re-authentication (see
+	// OAuthTokenSource). No Java property: kprod does not fetch tokens
+	// from an OAuth server itself (sasl.oauthbearer.token.endpoint.url is
+	// ignored). Default nil.
+	SASLOAuthTokenSource OAuthTokenSource
 
 	// IgnoredProperties lists the Java-only properties Set accepted and
 	// ignored (key.serializer, interceptor.classes, ssl.*, ...; see
@@ -336,37 +437,43 @@ const (
 // Java producer. Only BootstrapServers must be filled in.
 func DefaultConfig() Config {
 	return Config{
-		Acks:                            AcksAll,
-		TransactionTimeout:              60 * time.Second,
-		Retries:                         math.MaxInt32,
-		MaxInFlight:                     5,
-		Linger:                          5 * time.Millisecond,
-		BatchSize:                       16384,
-		BufferMemory:                    32 * 1024 * 1024,
-		MaxRequestSize:                  1024 * 1024,
-		MaxBlock:                        60 * time.Second,
-		DeliveryTimeout:                 defaultDeliveryTimeout,
-		RequestTimeout:                  30 * time.Second,
-		RetryBackoff:                    100 * time.Millisecond,
-		RetryBackoffMax:                 1000 * time.Millisecond,
-		CompressionType:                 defaultCompressionType,
-		CompressionGzipLevel:            defaultCompressionGzipLvl,
-		CompressionLz4Level:             defaultCompressionLz4Lvl,
-		CompressionZstdLevel:            defaultCompressionZstdLvl,
-		PartitionerIgnoreKeys:           false,
-		AllowAutoCreateTopics:           true,
-		PartitionerAdaptivePartitioning: true,
-		PartitionerAvailabilityTimeout:  0,
-		MetadataMaxAge:                  5 * time.Minute,
-		MetadataMaxIdle:                 5 * time.Minute,
-		ConnectionsMaxIdle:              9 * time.Minute,
-		ReconnectBackoff:                50 * time.Millisecond,
-		ReconnectBackoffMax:             1000 * time.Millisecond,
-		SocketConnectionSetupTimeout:    10 * time.Second,
-		SocketConnectionSetupTimeoutMax: 30 * time.Second,
-		SendBufferBytes:                 128 * 1024,
-		ReceiveBufferBytes:              32 * 1024,
-		SecurityProtocol:                defaultSecurityProtocol,
+		Acks:                               AcksAll,
+		TransactionTimeout:                 60 * time.Second,
+		Retries:                            math.MaxInt32,
+		MaxInFlight:                        5,
+		Linger:                             5 * time.Millisecond,
+		BatchSize:                          16384,
+		BufferMemory:                       32 * 1024 * 1024,
+		MaxRequestSize:                     1024 * 1024,
+		MaxBlock:                           60 * time.Second,
+		DeliveryTimeout:                    defaultDeliveryTimeout,
+		RequestTimeout:                     30 * time.Second,
+		RetryBackoff:                       100 * time.Millisecond,
+		RetryBackoffMax:                    1000 * time.Millisecond,
+		CompressionType:                    defaultCompressionType,
+		CompressionGzipLevel:               defaultCompressionGzipLvl,
+		CompressionLz4Level:                defaultCompressionLz4Lvl,
+		CompressionZstdLevel:               defaultCompressionZstdLvl,
+		PartitionerIgnoreKeys:              false,
+		AllowAutoCreateTopics:              true,
+		PartitionerAdaptivePartitioning:    true,
+		PartitionerAvailabilityTimeout:     0,
+		MetadataMaxAge:                     5 * time.Minute,
+		MetadataMaxIdle:                    5 * time.Minute,
+		ConnectionsMaxIdle:                 9 * time.Minute,
+		ReconnectBackoff:                   50 * time.Millisecond,
+		ReconnectBackoffMax:                1000 * time.Millisecond,
+		SocketConnectionSetupTimeout:       10 * time.Second,
+		SocketConnectionSetupTimeoutMax:    30 * time.Second,
+		SendBufferBytes:                    128 * 1024,
+		ReceiveBufferBytes:                 32 * 1024,
+		SecurityProtocol:                   defaultSecurityProtocol,
+		SSLTruststoreType:                  defaultSSLStoreType,
+		SSLKeystoreType:                    defaultSSLStoreType,
+		SSLEndpointIdentificationAlgorithm: defaultEndpointIDAlgo,
+		SSLEnabledProtocols:                defaultSSLEnabledProtocols(),
+		SSLProtocol:                        defaultSSLProtocol,
+		SASLMechanism:                      SASLGSSAPI,
 	}
 }
 
@@ -396,6 +503,9 @@ func (e *ConfigError) Unwrap() error { return kerr.ErrInvalidConfig }
 const zeroHint = " (this is the Go zero value: start from kprod.DefaultConfig() and change only the fields you need)"
 
 func invalid(prop, value, reason string) *ConfigError {
+	if isSecret(prop) && value != "" {
+		value = "[hidden]" // a password, a key or a JAAS configuration with one
+	}
 	return &ConfigError{Property: prop, Value: value, Reason: reason}
 }
 
@@ -426,7 +536,7 @@ func (c *Config) Idempotent() bool {
 // and updates the Config:
 //   - BootstrapServers entries are trimmed, and a "SCHEME://" prefix that
 //     Java tolerates ("PLAINTEXT://b1:9092") is dropped;
-//   - SecurityProtocol is upper-cased;
+//   - SecurityProtocol and SASLMechanism are upper-cased;
 //   - DeliveryTimeout left at its default is raised to Linger +
 //     RequestTimeout when smaller;
 //   - reconnect.backoff.ms given by Set without reconnect.backoff.max.ms
@@ -622,12 +732,10 @@ func (c *Config) validateSecurity() error {
 	const prop = "security.protocol"
 	p := strings.ToUpper(strings.TrimSpace(c.SecurityProtocol))
 	switch p {
-	case SecurityPlaintext:
+	case SecurityPlaintext, SecuritySSL, SecuritySASLPlaintext, SecuritySASLSSL:
 		c.SecurityProtocol = p
-		return nil
-	case SecuritySSL, SecuritySASLPlaintext, SecuritySASLSSL:
-		return invalid(prop, c.SecurityProtocol,
-			"not supported yet: kprod implements only PLAINTEXT so far; use a PLAINTEXT listener")
+		c.SASLMechanism = strings.ToUpper(strings.TrimSpace(c.SASLMechanism))
+		return c.validateTLSAndSASL()
 	case "":
 		return invalid(prop, c.SecurityProtocol, "must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"+zeroHint)
 	default:

@@ -50,35 +50,41 @@ func wantConfigError(t *testing.T, err error, prop string, wantInMsg ...string) 
 func TestConfigDefaults(t *testing.T) {
 	c := DefaultConfig()
 	want := Config{
-		Acks:                            AcksAll,
-		TransactionTimeout:              60 * time.Second,
-		Retries:                         2147483647,
-		MaxInFlight:                     5,
-		Linger:                          5 * time.Millisecond,
-		BatchSize:                       16384,
-		BufferMemory:                    33554432,
-		MaxRequestSize:                  1048576,
-		MaxBlock:                        60 * time.Second,
-		DeliveryTimeout:                 120 * time.Second,
-		RequestTimeout:                  30 * time.Second,
-		RetryBackoff:                    100 * time.Millisecond,
-		RetryBackoffMax:                 1000 * time.Millisecond,
-		CompressionType:                 "none",
-		CompressionGzipLevel:            -1,
-		CompressionLz4Level:             9,
-		CompressionZstdLevel:            3,
-		PartitionerAdaptivePartitioning: true,
-		AllowAutoCreateTopics:           true,
-		MetadataMaxAge:                  5 * time.Minute,
-		MetadataMaxIdle:                 5 * time.Minute,
-		ConnectionsMaxIdle:              540 * time.Second,
-		ReconnectBackoff:                50 * time.Millisecond,
-		ReconnectBackoffMax:             1000 * time.Millisecond,
-		SocketConnectionSetupTimeout:    10 * time.Second,
-		SocketConnectionSetupTimeoutMax: 30 * time.Second,
-		SendBufferBytes:                 131072,
-		ReceiveBufferBytes:              32768,
-		SecurityProtocol:                "PLAINTEXT",
+		Acks:                               AcksAll,
+		TransactionTimeout:                 60 * time.Second,
+		Retries:                            2147483647,
+		MaxInFlight:                        5,
+		Linger:                             5 * time.Millisecond,
+		BatchSize:                          16384,
+		BufferMemory:                       33554432,
+		MaxRequestSize:                     1048576,
+		MaxBlock:                           60 * time.Second,
+		DeliveryTimeout:                    120 * time.Second,
+		RequestTimeout:                     30 * time.Second,
+		RetryBackoff:                       100 * time.Millisecond,
+		RetryBackoffMax:                    1000 * time.Millisecond,
+		CompressionType:                    "none",
+		CompressionGzipLevel:               -1,
+		CompressionLz4Level:                9,
+		CompressionZstdLevel:               3,
+		PartitionerAdaptivePartitioning:    true,
+		AllowAutoCreateTopics:              true,
+		MetadataMaxAge:                     5 * time.Minute,
+		MetadataMaxIdle:                    5 * time.Minute,
+		ConnectionsMaxIdle:                 540 * time.Second,
+		ReconnectBackoff:                   50 * time.Millisecond,
+		ReconnectBackoffMax:                1000 * time.Millisecond,
+		SocketConnectionSetupTimeout:       10 * time.Second,
+		SocketConnectionSetupTimeoutMax:    30 * time.Second,
+		SendBufferBytes:                    131072,
+		ReceiveBufferBytes:                 32768,
+		SecurityProtocol:                   "PLAINTEXT",
+		SSLTruststoreType:                  "PEM",
+		SSLKeystoreType:                    "PEM",
+		SSLEndpointIdentificationAlgorithm: "https",
+		SSLEnabledProtocols:                []string{"TLSv1.2", "TLSv1.3"},
+		SSLProtocol:                        "TLSv1.3",
+		SASLMechanism:                      "GSSAPI",
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("DefaultConfig() =\n%+v\nwant\n%+v", c, want)
@@ -171,6 +177,22 @@ func TestConfigSetEveryProperty(t *testing.T) {
 		{"receive.buffer.bytes", "-1", func(c *Config) any { return c.ReceiveBufferBytes }, -1},
 		{"receive.buffer.bytes", "65536", func(c *Config) any { return c.ReceiveBufferBytes }, 65536},
 		{"security.protocol", "plaintext", func(c *Config) any { return c.SecurityProtocol }, "PLAINTEXT"},
+		// TLS and SASL settings are only stored here: with PLAINTEXT,
+		// Validate does not look at them (security_test.go does).
+		{"ssl.truststore.location", " /etc/kafka/ca.pem ", func(c *Config) any { return c.SSLTruststoreLocation }, "/etc/kafka/ca.pem"},
+		{"ssl.truststore.certificates", "-----BEGIN CERTIFICATE-----", func(c *Config) any { return c.SSLTruststoreCertificates }, "-----BEGIN CERTIFICATE-----"},
+		{"ssl.truststore.type", "PEM", func(c *Config) any { return c.SSLTruststoreType }, "PEM"},
+		{"ssl.keystore.location", "/etc/kafka/client.pem", func(c *Config) any { return c.SSLKeystoreLocation }, "/etc/kafka/client.pem"},
+		{"ssl.keystore.certificate.chain", "chain", func(c *Config) any { return c.SSLKeystoreCertificateChain }, "chain"},
+		{"ssl.keystore.key", "key", func(c *Config) any { return c.SSLKeystoreKey }, "key"},
+		{"ssl.keystore.type", "pem", func(c *Config) any { return c.SSLKeystoreType }, "pem"},
+		{"ssl.key.password", " p w ", func(c *Config) any { return c.SSLKeyPassword }, " p w "},
+		{"ssl.endpoint.identification.algorithm", "", func(c *Config) any { return c.SSLEndpointIdentificationAlgorithm }, ""},
+		{"ssl.enabled.protocols", "TLSv1.3", func(c *Config) any { return c.SSLEnabledProtocols }, []string{"TLSv1.3"}},
+		{"ssl.protocol", "TLSv1.2", func(c *Config) any { return c.SSLProtocol }, "TLSv1.2"},
+		{"ssl.cipher.suites", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", func(c *Config) any { return c.SSLCipherSuites }, []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}},
+		{"sasl.mechanism", "SCRAM-SHA-512", func(c *Config) any { return c.SASLMechanism }, "SCRAM-SHA-512"},
+		{"sasl.jaas.config", jaasPlain, func(c *Config) any { return c.SASLJAASConfig }, jaasPlain},
 	}
 	covered := make(map[string]bool)
 	for _, tt := range tests {
@@ -274,9 +296,6 @@ func TestConfigPropertyBadValues(t *testing.T) {
 		{"receive.buffer.bytes", "-2", "-1"},
 		{"receive.buffer.bytes", "x", "Java int"},
 		{"security.protocol", "TLS", "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"},
-		{"security.protocol", "SSL", "not supported yet"},
-		{"security.protocol", "sasl_ssl", "not supported yet"},
-		{"security.protocol", "SASL_PLAINTEXT", "not supported yet"},
 	}
 	covered := make(map[string]bool)
 	for _, tt := range tests {
@@ -295,7 +314,10 @@ func TestConfigPropertyBadValues(t *testing.T) {
 		})
 	}
 	for name := range properties {
-		if !covered[name] && name != "client.id" { // any string is a valid client.id
+		// any string is a valid client.id; TLS and SASL settings are
+		// checked only with a security.protocol that uses them:
+		// TestSecurityPropertiesBadValues covers them.
+		if !covered[name] && name != "client.id" && !securityProperty(name) {
 			t.Errorf("property %s has no bad-value test case", name)
 		}
 	}
@@ -320,7 +342,8 @@ func TestConfigValidateFields(t *testing.T) {
 		{"max.in.flight.requests.per.connection", func(c *Config) { c.MaxInFlight = -1 }, ">= 1"},
 		{"transaction.timeout.ms", func(c *Config) { c.TransactionalID = "tx"; c.TransactionTimeout = 0 }, "at least 1 ms"},
 		{"compression.type", func(c *Config) { c.CompressionType = "None" }, "lower case"},
-		{"security.protocol", func(c *Config) { c.SecurityProtocol = "ssl" }, "not supported yet"},
+		{"sasl.mechanism", func(c *Config) { c.SecurityProtocol = "sasl_ssl" }, "GSSAPI"},
+		{"security.protocol", func(c *Config) { c.SASLUsername = "u" }, "does not use SASL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.prop, func(t *testing.T) {
@@ -608,8 +631,8 @@ func TestConfigSetUnknownAndJavaOnly(t *testing.T) {
 		"metric.reporters", "security.providers", "metrics.sample.window.ms", "metrics.num.samples",
 		"metrics.recording.level", "enable.metrics.push", "client.dns.lookup",
 		"metadata.recovery.strategy", "metadata.recovery.rebootstrap.trigger.ms",
-		"transaction.two.phase.commit.enable", "ssl.truststore.location",
-		"sasl.mechanism", "sasl.jaas.config", "metrics.context.team",
+		"transaction.two.phase.commit.enable", "ssl.keymanager.algorithm",
+		"sasl.login.class", "sasl.kerberos.service.name", "metrics.context.team",
 	}
 	for _, name := range ignored {
 		v := "org.example.Whatever"

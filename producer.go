@@ -60,6 +60,10 @@ func NewProducer(cfg Config) (*Producer, error) {
 	if err := cfg.validatePlugins(); err != nil {
 		return nil, err
 	}
+	tlsConfig, saslMechanism, err := cfg.security()
+	if err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	if log == nil {
 		// Quiet by default: only warnings and errors, on stderr.
@@ -91,6 +95,8 @@ func NewProducer(cfg Config) (*Producer, error) {
 		ReconnectBackoff:    cfg.ReconnectBackoff,
 		ReconnectBackoffMax: cfg.ReconnectBackoffMax,
 		Dial:                cfg.Dial,
+		TLS:                 tlsConfig,
+		SASL:                saslMechanism,
 		OnStateChange:       func(int32) { p.snd.wake() },
 		Logger:              log,
 	}

@@ -106,6 +106,47 @@ var properties = map[string]setter{
 		c.SecurityProtocol = strings.ToUpper(v)
 		return nil
 	},
+
+	// TLS and SASL; checked by Validate, which loads the files (see
+	// security.go). PEM text and passwords are kept as given.
+	"ssl.truststore.location":               trimmed(func(c *Config) *string { return &c.SSLTruststoreLocation }),
+	"ssl.truststore.certificates":           verbatim(func(c *Config) *string { return &c.SSLTruststoreCertificates }),
+	"ssl.truststore.type":                   trimmed(func(c *Config) *string { return &c.SSLTruststoreType }),
+	"ssl.keystore.location":                 trimmed(func(c *Config) *string { return &c.SSLKeystoreLocation }),
+	"ssl.keystore.certificate.chain":        verbatim(func(c *Config) *string { return &c.SSLKeystoreCertificateChain }),
+	"ssl.keystore.key":                      verbatim(func(c *Config) *string { return &c.SSLKeystoreKey }),
+	"ssl.keystore.type":                     trimmed(func(c *Config) *string { return &c.SSLKeystoreType }),
+	"ssl.key.password":                      verbatim(func(c *Config) *string { return &c.SSLKeyPassword }),
+	"ssl.endpoint.identification.algorithm": trimmed(func(c *Config) *string { return &c.SSLEndpointIdentificationAlgorithm }),
+	"ssl.protocol":                          trimmed(func(c *Config) *string { return &c.SSLProtocol }),
+	"sasl.mechanism":                        trimmed(func(c *Config) *string { return &c.SASLMechanism }),
+	"sasl.jaas.config":                      trimmed(func(c *Config) *string { return &c.SASLJAASConfig }),
+	"ssl.enabled.protocols": func(c *Config, name, v string) error {
+		c.SSLEnabledProtocols = parseList(v)
+		return nil
+	},
+	"ssl.cipher.suites": func(c *Config, name, v string) error {
+		c.SSLCipherSuites = parseList(v)
+		return nil
+	},
+}
+
+// trimmed sets a string property with surrounding spaces dropped, as
+// Java's ConfigDef does for strings.
+func trimmed(field func(*Config) *string) setter {
+	return func(c *Config, name, v string) error {
+		*field(c) = strings.TrimSpace(v)
+		return nil
+	}
+}
+
+// verbatim sets a password or PEM text as given: Java's PASSWORD type is
+// not trimmed, and PEM parsing ignores the spaces anyway.
+func verbatim(field func(*Config) *string) setter {
+	return func(c *Config, name, v string) error {
+		*field(c) = v
+		return nil
+	}
 }
 
 // javaOnlyProperties are producer properties of the Java client that name
@@ -132,6 +173,17 @@ var javaOnlyProperties = map[string]string{
 
 	// Only false is accepted; see unsupportedValues.
 	"transaction.two.phase.commit.enable": "two-phase commit (KIP-939) is not implemented",
+
+	"ssl.truststore.password":            "PEM trust stores have no password (kprod reads PEM only)",
+	"ssl.keystore.password":              "PEM key stores have no store password; an encrypted key takes ssl.key.password",
+	"ssl.keymanager.algorithm":           "Java key manager factory",
+	"ssl.trustmanager.algorithm":         "Java trust manager factory",
+	"ssl.secure.random.implementation":   "Java SecureRandom implementation",
+	"ssl.provider":                       "Java security provider",
+	"ssl.engine.factory.class":           "Java SSL engine factory class",
+	"sasl.client.callback.handler.class": "Java SASL callback handler class; OAUTHBEARER tokens come from Config.SASLOAuthTokenSource",
+	"sasl.login.callback.handler.class":  "Java login callback handler class; OAUTHBEARER tokens come from Config.SASLOAuthTokenSource",
+	"sasl.login.class":                   "Java login class",
 }
 
 // removedPartitioners are the partitioner classes Kafka 4.0 removed: a Java
@@ -162,11 +214,12 @@ func setPartitionerClass(c *Config, name, v string) error {
 }
 
 // javaOnlyPrefixes extend javaOnlyProperties to whole families of names:
-// TLS and SASL settings (which only take effect with a security.protocol
-// that Validate rejects as not supported yet, so none is ignored silently
-// while it would matter) and the metrics-context labels of Java's metrics
+// Kerberos (GSSAPI, which Validate rejects), the Java login machinery
+// (token refresh, login retries) and its OAuth token fetching, which
+// Config.SASLOAuthTokenSource replaces (Validate says so when OAUTHBEARER
+// has no token source), and the metrics-context labels of Java's metrics
 // reporters.
-var javaOnlyPrefixes = []string{"ssl.", "sasl.", "metrics.context."}
+var javaOnlyPrefixes = []string{"sasl.kerberos.", "sasl.login.", "sasl.oauthbearer.", "metrics.context."}
 
 // unsupportedValues are Java-only properties whose non-default values would
 // change what the producer guarantees, so ignoring them would be wrong:
@@ -187,8 +240,8 @@ var rejectedProperties = map[string]string{
 // lists comma-separated, acks "all", "-1", "0" or "1", surrounding spaces
 // ignored. *.ms properties are milliseconds.
 //
-// Java-only properties (key.serializer, interceptor.classes, ssl.*, ...;
-// see ConfigFromProperties) are accepted and appended to IgnoredProperties.
+// Java-only properties (key.serializer, interceptor.classes, ...; see
+// ConfigFromProperties) are accepted and appended to IgnoredProperties.
 // An unknown name is an error that names it and, for a likely typo, the
 // known property meant.
 //
@@ -216,7 +269,18 @@ func (c *Config) Set(name, value string) error {
 		}
 		return nil
 	}
+	if looksSecret(name) {
+		value = "[hidden]" // a misspelt sasl.jaas.config or ssl.key.password
+	}
 	return invalid(name, value, unknownReason(name))
+}
+
+// looksSecret reports whether an unknown property's value may be a
+// password or key, which its error must not show.
+func looksSecret(name string) bool {
+	n := strings.ToLower(name)
+	return isSecret(closestProperty(name)) || strings.Contains(n, "password") ||
+		strings.Contains(n, "secret") || strings.Contains(n, "jaas") || strings.HasSuffix(n, ".key")
 }
 
 func javaOnly(name string) bool {
@@ -245,9 +309,13 @@ func javaOnly(name string) bool {
 // metrics.sample.window.ms, metrics.num.samples, metrics.recording.level,
 // metrics.context.*, enable.metrics.push, client.dns.lookup,
 // metadata.recovery.strategy, metadata.recovery.rebootstrap.trigger.ms,
-// transaction.two.phase.commit.enable (false only), and ssl.* / sasl.*
-// (effective only with a security.protocol kprod does not support yet,
-// which Validate rejects). Records are bytes in kprod, so serializers have
+// transaction.two.phase.commit.enable (false only), the JVM-side TLS
+// settings (ssl.keymanager.algorithm, ssl.trustmanager.algorithm,
+// ssl.secure.random.implementation, ssl.provider,
+// ssl.engine.factory.class, and the store passwords, which PEM stores do
+// not have), and the Java SASL login machinery (sasl.login.*,
+// sasl.client.callback.handler.class, sasl.kerberos.*,
+// sasl.oauthbearer.*). Records are bytes in kprod, so serializers have
 // no equivalent; a custom partitioner or interceptor has to be rewritten in
 // Go. config.providers is rejected. Any other unknown name is an error.
 func ConfigFromProperties(props map[string]string) (Config, error) {

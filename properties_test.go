@@ -167,7 +167,7 @@ func TestPropertiesJavaProducerFile(t *testing.T) {
 	want.setByName = setDeliveryTimeout
 	want.IgnoredProperties = []string{ // Set in name order
 		"client.dns.lookup", "interceptor.classes", "key.serializer", "metric.reporters",
-		"metrics.recording.level", "ssl.endpoint.identification.algorithm", "value.serializer",
+		"metrics.recording.level", "value.serializer",
 	}
 	if c.Acks != AcksAll || !c.Idempotent() {
 		t.Errorf("acks %v, idempotent %v", c.Acks, c.Idempotent())

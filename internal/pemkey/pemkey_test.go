@@ -1,0 +1,112 @@
+package pemkey
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEncryptedPKCS8 decrypts keys that openssl encrypted with each PBES2
+// combination it offers, as users make them for ssl.key.password.
+func TestEncryptedPKCS8(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl not installed")
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(key)
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(plain, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const pass = "kprod-key-pässword"
+	for _, args := range [][]string{
+		{"-v2", "aes-256-cbc"},
+		{"-v2", "aes-128-cbc"},
+		{"-v2", "aes-192-cbc", "-v2prf", "hmacWithSHA512"},
+		{"-v2", "aes-256-cbc", "-v2prf", "hmacWithSHA1"},
+		{"-v2", "des3"},
+	} {
+		name := strings.Join(args, " ")
+		out := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".pem")
+		cmd := exec.Command("openssl", append(append([]string{"pkcs8", "-topk8", "-in", plain, "-out", out, "-passout", "pass:" + pass}, args...))...)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Logf("openssl %s: %v: %s (skipped)", name, err, b)
+			continue
+		}
+		text, _ := os.ReadFile(out)
+		blocks, err := Parse(string(text))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := PrivateKey(blocks, pass)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if !key.Equal(got) {
+			t.Errorf("%s: decrypted a different key", name)
+		}
+		if _, err := PrivateKey(blocks, "wrong"); err == nil || !strings.Contains(err.Error(), "wrong ssl.key.password") {
+			t.Errorf("%s with a wrong password: %v", name, err)
+		}
+		if _, err := PrivateKey(blocks, ""); !errors.Is(err, ErrNoPassword) {
+			t.Errorf("%s without a password: %v", name, err)
+		}
+		// A properties file with "\" continuations joins the lines.
+		joined := strings.ReplaceAll(string(text), "\n", " ")
+		if b2, err := Parse(joined); err != nil {
+			t.Errorf("%s on one line: %v", name, err)
+		} else if _, err := PrivateKey(b2, pass); err != nil {
+			t.Errorf("%s on one line: %v", name, err)
+		}
+	}
+
+	// Legacy OpenSSL encryption is refused with the conversion command.
+	legacy := filepath.Join(dir, "legacy.pem")
+	if b, err := exec.Command("openssl", "ec", "-in", plain, "-out", legacy, "-aes256", "-passout", "pass:"+pass).CombinedOutput(); err == nil {
+		text, _ := os.ReadFile(legacy)
+		blocks, err := Parse(string(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := PrivateKey(blocks, pass); err == nil || !strings.Contains(err.Error(), "openssl pkcs8 -topk8") {
+			t.Errorf("legacy encryption: %v", err)
+		}
+	} else {
+		t.Logf("openssl ec -aes256: %v: %s", err, b)
+	}
+}
+
+func TestPlainKeys(t *testing.T) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	p8, _ := x509.MarshalPKCS8PrivateKey(key)
+	sec1, _ := x509.MarshalECPrivateKey(key)
+	for _, b := range []*pem.Block{{Type: "PRIVATE KEY", Bytes: p8}, {Type: "EC PRIVATE KEY", Bytes: sec1}} {
+		blocks, err := Parse("Bag Attributes\n" + string(pem.EncodeToMemory(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := PrivateKey(blocks, "")
+		if err != nil || !key.Equal(got) {
+			t.Errorf("%s: %v", b.Type, err)
+		}
+		if _, err := PrivateKey(blocks, "pw"); !errors.Is(err, ErrNotEncrypted) {
+			t.Errorf("%s with a password: %v", b.Type, err)
+		}
+	}
+	if _, err := PrivateKey(nil, ""); err == nil {
+		t.Error("no key: no error")
+	}
+}

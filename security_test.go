@@ -1,0 +1,389 @@
+package kprod
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kprod/kprod/internal/sasl"
+)
+
+// securityProperty: the TLS and SASL properties, which Validate checks
+// only when security.protocol uses them.
+func securityProperty(name string) bool {
+	return strings.HasPrefix(name, "ssl.") || strings.HasPrefix(name, "sasl.")
+}
+
+// testPKI writes a CA, and a client certificate and key signed by it, to
+// a temporary directory as PEM files.
+type testPKI struct {
+	dir                       string
+	caPEM, certPEM, keyPEM    string
+	caFile, certFile, keyFile string
+	bundleFile                string // key then certificate: Java's PEM key store
+}
+
+func newTestPKI(t *testing.T) *testPKI {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kprod unit CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "client"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p8, _ := x509.MarshalPKCS8PrivateKey(key)
+	p := &testPKI{dir: t.TempDir()}
+	p.caPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
+	p.certPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	p.keyPEM = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: p8}))
+	write := func(name, text string) string {
+		f := filepath.Join(p.dir, name)
+		if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	p.caFile = write("ca.pem", p.caPEM)
+	p.certFile = write("client.pem", p.certPEM)
+	p.keyFile = write("client-key.pem", p.keyPEM)
+	p.bundleFile = write("client-keystore.pem", p.keyPEM+p.certPEM)
+	return p
+}
+
+// encryptedKey encrypts the key with openssl (PBES2, AES-256-CBC), or
+// skips the test without openssl.
+func (p *testPKI) encryptedKey(t *testing.T, password string) string {
+	t.Helper()
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl not installed")
+	}
+	out := filepath.Join(p.dir, "client-key-encrypted.pem")
+	if b, err := exec.Command("openssl", "pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", p.keyFile,
+		"-out", out, "-passout", "pass:"+password).CombinedOutput(); err != nil {
+		t.Fatalf("openssl: %v: %s", err, b)
+	}
+	return out
+}
+
+func secProps(kv ...string) map[string]string {
+	m := map[string]string{"bootstrap.servers": "localhost:9093"}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+const jaasPlain = `org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-Pa55";`
+
+func TestSecurityTLSFromProperties(t *testing.T) {
+	p := newTestPKI(t)
+	enc := p.encryptedKey(t, "key-Pa55")
+	encPEM, _ := os.ReadFile(enc)
+	for _, tc := range []struct {
+		name     string
+		props    map[string]string
+		withCert bool
+	}{
+		{"system roots", secProps("security.protocol", "SSL"), false},
+		{"truststore file", secProps("security.protocol", "SSL", "ssl.truststore.location", p.caFile, "ssl.truststore.type", "PEM"), false},
+		{"truststore text", secProps("security.protocol", "ssl", "ssl.truststore.certificates", p.caPEM), false},
+		{"keystore file", secProps("security.protocol", "SSL", "ssl.truststore.location", p.caFile,
+			"ssl.keystore.location", p.bundleFile, "ssl.keystore.type", "pem"), true},
+		{"keystore text", secProps("security.protocol", "SSL", "ssl.truststore.location", p.caFile,
+			"ssl.keystore.certificate.chain", p.certPEM, "ssl.keystore.key", p.keyPEM), true},
+		{"keystore text on one line", secProps("security.protocol", "SSL",
+			"ssl.keystore.certificate.chain", strings.ReplaceAll(p.certPEM, "\n", " "),
+			"ssl.keystore.key", strings.ReplaceAll(p.keyPEM, "\n", " ")), true},
+		{"encrypted key", secProps("security.protocol", "SASL_SSL", "sasl.mechanism", "PLAIN", "sasl.jaas.config", jaasPlain,
+			"ssl.keystore.certificate.chain", p.certPEM, "ssl.keystore.key", string(encPEM), "ssl.key.password", "key-Pa55"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ConfigFromProperties(tc.props)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc2, m, err := c.security()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc2 == nil || tc2.MinVersion != tls.VersionTLS12 || tc2.MaxVersion != tls.VersionTLS13 || tc2.InsecureSkipVerify {
+				t.Fatalf("tls config %+v", tc2)
+			}
+			if (len(tc2.Certificates) == 1) != tc.withCert {
+				t.Errorf("%d client certificates, want one: %v", len(tc2.Certificates), tc.withCert)
+			}
+			if (tc2.RootCAs != nil) != (tc.props["ssl.truststore.location"] != "" || tc.props["ssl.truststore.certificates"] != "") {
+				t.Errorf("RootCAs %v", tc2.RootCAs)
+			}
+			if (m != nil) != strings.HasPrefix(c.SecurityProtocol, "SASL") {
+				t.Errorf("mechanism %v for %s", m, c.SecurityProtocol)
+			}
+		})
+	}
+}
+
+func TestSecurityTLSVersionsAndSuites(t *testing.T) {
+	for _, tc := range []struct {
+		enabled, proto string
+		lo, hi         uint16
+	}{
+		{"TLSv1.2,TLSv1.3", "TLSv1.3", tls.VersionTLS12, tls.VersionTLS13},
+		{"TLSv1.2", "TLSv1.3", tls.VersionTLS12, tls.VersionTLS12},
+		{"TLSv1.3", "TLS", tls.VersionTLS13, tls.VersionTLS13},
+		{"TLSv1.2,TLSv1.3", "TLSv1.2", tls.VersionTLS12, tls.VersionTLS12},
+	} {
+		c, err := ConfigFromProperties(secProps("security.protocol", "SSL", "ssl.enabled.protocols", tc.enabled, "ssl.protocol", tc.proto))
+		if err != nil {
+			t.Fatalf("%s / %s: %v", tc.enabled, tc.proto, err)
+		}
+		cfg, _ := c.buildTLS()
+		if cfg.MinVersion != tc.lo || cfg.MaxVersion != tc.hi {
+			t.Errorf("%s / %s: versions %x..%x, want %x..%x", tc.enabled, tc.proto, cfg.MinVersion, cfg.MaxVersion, tc.lo, tc.hi)
+		}
+	}
+	c, err := ConfigFromProperties(secProps("security.protocol", "SSL",
+		"ssl.cipher.suites", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := c.buildTLS()
+	if want := []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384}; !slices.Equal(cfg.CipherSuites, want) {
+		t.Errorf("cipher suites %x, want %x", cfg.CipherSuites, want)
+	}
+}
+
+// TestSecurityNoHostnameCheck: with ssl.endpoint.identification.algorithm
+// empty, the chain is still verified against the truststore.
+func TestSecurityNoHostnameCheck(t *testing.T) {
+	p := newTestPKI(t)
+	c, err := ConfigFromProperties(secProps("security.protocol", "SSL", "ssl.truststore.location", p.caFile,
+		"ssl.endpoint.identification.algorithm", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := c.buildTLS()
+	if !cfg.InsecureSkipVerify || cfg.VerifyConnection == nil {
+		t.Fatal("no custom verification")
+	}
+	good, _ := x509.ParseCertificate(mustDER(t, p.certPEM))
+	if err := cfg.VerifyConnection(tls.ConnectionState{PeerCertificates: []*x509.Certificate{good}}); err != nil {
+		t.Errorf("a certificate from the trusted CA, for another host: %v", err)
+	}
+	other := newTestPKI(t)
+	bad, _ := x509.ParseCertificate(mustDER(t, other.certPEM))
+	if err := cfg.VerifyConnection(tls.ConnectionState{PeerCertificates: []*x509.Certificate{bad}}); err == nil {
+		t.Error("a certificate from another CA was accepted")
+	}
+}
+
+func mustDER(t *testing.T, s string) []byte {
+	b, _ := pem.Decode([]byte(s))
+	if b == nil {
+		t.Fatal("no PEM")
+	}
+	return b.Bytes
+}
+
+func TestSecuritySASLFromProperties(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		props map[string]string
+		mech  string
+		user  string
+	}{
+		{"plain jaas", secProps("security.protocol", "SASL_SSL", "sasl.mechanism", "PLAIN", "sasl.jaas.config", jaasPlain), "PLAIN", "alice"},
+		{"scram jaas", secProps("security.protocol", "SASL_PLAINTEXT", "sasl.mechanism", "scram-sha-512",
+			"sasl.jaas.config", `org.apache.kafka.common.security.scram.ScramLoginModule required username="bob" password="x";`), "SCRAM-SHA-512", "bob"},
+		// Java takes either module with either mechanism.
+		{"scram with plain module", secProps("security.protocol", "SASL_SSL", "sasl.mechanism", "SCRAM-SHA-256", "sasl.jaas.config", jaasPlain), "SCRAM-SHA-256", "alice"},
+		{"unsecured oauth", secProps("security.protocol", "SASL_SSL", "sasl.mechanism", "OAUTHBEARER",
+			"sasl.jaas.config", `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="svc";`), "OAUTHBEARER", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ConfigFromProperties(tc.props)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, m, err := c.security()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Name() != tc.mech {
+				t.Errorf("mechanism %s, want %s", m.Name(), tc.mech)
+			}
+			if pr, ok := m.(sasl.Principal); ok && pr.User() != tc.user {
+				t.Errorf("user %q, want %q", pr.User(), tc.user)
+			}
+			if _, _, err := m.Start(context.Background()); err != nil {
+				t.Errorf("Start: %v", err)
+			}
+		})
+	}
+
+	// Go fields instead of JAAS, and a token source.
+	c := validConfig()
+	c.SecurityProtocol, c.SASLMechanism, c.SASLUsername, c.SASLPassword = SecuritySASLSSL, SASLScramSHA256, "u", "p"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c = validConfig()
+	c.SecurityProtocol, c.SASLMechanism = SecuritySASLSSL, SASLOAuthBearer
+	calls := 0
+	c.SASLOAuthTokenSource = OAuthTokenSourceFunc(func(context.Context) (OAuthToken, error) {
+		calls++
+		return OAuthToken{Value: "t", Extensions: map[string]string{"logicalCluster": "lkc"}}, nil
+	})
+	_, m, err := c.security()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, err := m.Start(context.Background()); err != nil || calls != 1 || !strings.Contains(string(msg), "logicalCluster=lkc") {
+		t.Errorf("Start: %q %v, %d calls", msg, err, calls)
+	}
+}
+
+// TestSecurityPropertiesBadValues: every TLS and SASL property has a case
+// that Validate rejects, naming it and saying what to do, without
+// showing a secret value.
+func TestSecurityPropertiesBadValues(t *testing.T) {
+	p := newTestPKI(t)
+	const secret = "s3cret-Pa55-9f2"
+	jaasSecret := `org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="` + secret + `";`
+	ssl := func(kv ...string) map[string]string { return secProps(append([]string{"security.protocol", "SSL"}, kv...)...) }
+	sasl := func(kv ...string) map[string]string {
+		return secProps(append([]string{"security.protocol", "SASL_PLAINTEXT"}, kv...)...)
+	}
+	tests := []struct {
+		prop  string // the property the error must name
+		props map[string]string
+		want  string
+	}{
+		{"ssl.truststore.location", ssl("ssl.truststore.location", "/no/such/ca.pem"), "cannot read it"},
+		{"ssl.truststore.location", ssl("ssl.truststore.location", p.keyFile), "no PEM certificate"},
+		{"ssl.truststore.certificates", ssl("ssl.truststore.certificates", "not pem"), "no PEM certificate"},
+		{"ssl.truststore.certificates", ssl("ssl.truststore.certificates", p.caPEM, "ssl.truststore.location", p.caFile), "give one of them"},
+		{"ssl.truststore.type", ssl("ssl.truststore.location", p.caFile, "ssl.truststore.type", "JKS"), "keytool -exportcert -rfc"},
+		{"ssl.keystore.type", ssl("ssl.keystore.location", p.bundleFile, "ssl.keystore.type", "PKCS12"), "openssl pkcs12"},
+		{"ssl.keystore.location", ssl("ssl.keystore.location", p.certFile), "no private key"},
+		{"ssl.keystore.location", ssl("ssl.keystore.location", p.keyFile), "no PEM certificate"},
+		{"ssl.keystore.location", ssl("ssl.keystore.location", p.bundleFile, "ssl.keystore.key", p.keyPEM), "either as a file or as PEM text"},
+		{"ssl.keystore.key", ssl("ssl.keystore.certificate.chain", p.certPEM), "give both"},
+		{"ssl.keystore.certificate.chain", ssl("ssl.keystore.certificate.chain", "x", "ssl.keystore.key", p.keyPEM), "no PEM certificate"},
+		{"ssl.keystore.key", ssl("ssl.keystore.certificate.chain", p.certPEM, "ssl.keystore.key", newTestPKI(t).keyPEM), "does not belong"},
+		{"ssl.keystore.location", ssl("ssl.keystore.location", p.bundleFile, "ssl.key.password", secret), "not encrypted"},
+		{"ssl.key.password", ssl("ssl.key.password", secret), "without a key"},
+		{"ssl.endpoint.identification.algorithm", ssl("ssl.endpoint.identification.algorithm", "ldaps"), `"https"`},
+		{"ssl.enabled.protocols", ssl("ssl.enabled.protocols", "TLSv1.1,TLSv1.2"), "TLSv1.2 and TLSv1.3"},
+		{"ssl.enabled.protocols", ssl("ssl.enabled.protocols", "TLSv1.3", "ssl.protocol", "TLSv1.2"), "no enabled version"},
+		{"ssl.protocol", ssl("ssl.protocol", "SSLv3"), "TLSv1.3"},
+		{"ssl.cipher.suites", ssl("ssl.cipher.suites", "TLS_RSA_WITH_RC4_128_SHA"), "insecure"},
+		{"ssl.cipher.suites", ssl("ssl.cipher.suites", "TLS_FOO"), "not a cipher suite"},
+		{"sasl.mechanism", sasl(), "GSSAPI"},
+		{"sasl.mechanism", sasl("sasl.mechanism", "AWS_MSK_IAM", "sasl.jaas.config", jaasSecret), "AWS_MSK_IAM"},
+		{"sasl.jaas.config", sasl("sasl.mechanism", "PLAIN"), "needs a user and password"},
+		{"sasl.jaas.config", sasl("sasl.mechanism", "PLAIN", "sasl.jaas.config", strings.TrimSuffix(jaasSecret, ";")), "missing ';'"},
+		{"sasl.jaas.config", sasl("sasl.mechanism", "PLAIN", "sasl.jaas.config",
+			`org.apache.kafka.common.security.plain.PlainLoginModule required password="`+secret+`";`), "no username"},
+		{"sasl.jaas.config", sasl("sasl.mechanism", "SCRAM-SHA-512", "sasl.jaas.config",
+			`com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;`), "Kerberos"},
+		{"sasl.jaas.config", sasl("sasl.mechanism", "OAUTHBEARER", "sasl.jaas.config",
+			`org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="c" clientSecret="`+secret+`";`), "SASLOAuthTokenSource"},
+		{"sasl.jaas.config", sasl("sasl.mechanism", "OAUTHBEARER", "sasl.jaas.config", jaasSecret), "OAuthBearerLoginModule"},
+	}
+	covered := map[string]bool{}
+	for _, tt := range tests {
+		covered[tt.prop] = true
+		t.Run(tt.prop, func(t *testing.T) {
+			_, err := ConfigFromProperties(tt.props)
+			ce := wantConfigError(t, err, tt.prop, tt.want)
+			if strings.Contains(err.Error(), secret) || strings.Contains(ce.Value, secret) {
+				t.Errorf("the error shows a secret: %v", err)
+			}
+		})
+	}
+	for name := range properties {
+		if securityProperty(name) && !covered[name] {
+			t.Errorf("security property %s has no bad-value test case", name)
+		}
+	}
+
+	// A misspelt secret property: the value is not shown either.
+	c := validConfig()
+	err := c.Set("sasl.jaas.confg", jaasSecret)
+	if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "did you mean sasl.jaas.config?") {
+		t.Errorf("misspelt sasl.jaas.config: %v", err)
+	}
+}
+
+func TestSecurityGoFieldRules(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		modify func(*Config)
+		prop   string
+		want   string
+	}{
+		{"TLSConfig without TLS", func(c *Config) { c.TLSConfig = &tls.Config{} }, "security.protocol", "does not use TLS"},
+		{"token source without SASL", func(c *Config) {
+			c.SASLOAuthTokenSource = OAuthTokenSourceFunc(func(context.Context) (OAuthToken, error) { return OAuthToken{}, nil })
+		}, "security.protocol", "does not use SASL"},
+		{"TLSConfig and files", func(c *Config) {
+			c.SecurityProtocol, c.TLSConfig, c.SSLTruststoreLocation = SecuritySSL, &tls.Config{}, "/ca.pem"
+		}, "ssl.truststore.location", "TLSConfig"},
+		{"JAAS and fields", func(c *Config) {
+			c.SecurityProtocol, c.SASLMechanism, c.SASLJAASConfig, c.SASLUsername = SecuritySASLSSL, SASLPlain, jaasPlain, "u"
+		}, "sasl.jaas.config", "one place"},
+		{"no password", func(c *Config) {
+			c.SecurityProtocol, c.SASLMechanism, c.SASLUsername = SecuritySASLSSL, SASLPlain, "u"
+		}, "sasl.jaas.config", "SASLPassword is empty"},
+		{"oauth without source", func(c *Config) {
+			c.SecurityProtocol, c.SASLMechanism = SecuritySASLSSL, SASLOAuthBearer
+		}, "sasl.jaas.config", "SASLOAuthTokenSource"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig()
+			tc.modify(&c)
+			wantConfigError(t, c.Validate(), tc.prop, tc.want)
+		})
+	}
+
+	// A caller's TLSConfig is used as given (cloned).
+	c := validConfig()
+	mine := &tls.Config{ServerName: "kafka.internal", MinVersion: tls.VersionTLS13}
+	c.SecurityProtocol, c.TLSConfig = SecuritySSL, mine
+	got, _, err := c.security()
+	if err != nil || got == mine || got.ServerName != "kafka.internal" || got.MinVersion != tls.VersionTLS13 {
+		t.Errorf("TLSConfig not used as given: %+v %v", got, err)
+	}
+	if errors.Is(c.Validate(), ErrInvalidConfig) {
+		t.Error("Validate rejects a TLSConfig")
+	}
+}
