@@ -278,7 +278,9 @@ func TestSecurityPropertiesBadValues(t *testing.T) {
 	p := newTestPKI(t)
 	const secret = "s3cret-Pa55-9f2"
 	jaasSecret := `org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="` + secret + `";`
-	ssl := func(kv ...string) map[string]string { return secProps(append([]string{"security.protocol", "SSL"}, kv...)...) }
+	ssl := func(kv ...string) map[string]string {
+		return secProps(append([]string{"security.protocol", "SSL"}, kv...)...)
+	}
 	sasl := func(kv ...string) map[string]string {
 		return secProps(append([]string{"security.protocol", "SASL_PLAINTEXT"}, kv...)...)
 	}
