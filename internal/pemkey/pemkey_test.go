@@ -40,7 +40,7 @@ func TestEncryptedPKCS8(t *testing.T) {
 	} {
 		name := strings.Join(args, " ")
 		out := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".pem")
-		cmd := exec.Command("openssl", append(append([]string{"pkcs8", "-topk8", "-in", plain, "-out", out, "-passout", "pass:" + pass}, args...))...)
+		cmd := exec.Command("openssl", append([]string{"pkcs8", "-topk8", "-in", plain, "-out", out, "-passout", "pass:" + pass}, args...)...)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Logf("openssl %s: %v: %s (skipped)", name, err, b)
 			continue
