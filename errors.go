@@ -39,4 +39,20 @@ var (
 	// ErrConnectionLost: a connection broke with requests in flight
 	// (retried while delivery.timeout.ms allows).
 	ErrConnectionLost = kerr.ErrConnectionLost
+	// ErrFatal: the producer cannot go on (fenced, refused a producer
+	// id, ...); close it.
+	ErrFatal = kerr.ErrFatal
+	// ErrTransactionState: a transactional method (or Send on a
+	// transactional producer) was called in the wrong state, e.g. Send
+	// outside BeginTransaction ... CommitTransaction. A caller error.
+	ErrTransactionState = kerr.ErrTransactionState
+	// ErrTransactionAbortable: the transaction cannot be committed;
+	// call AbortTransaction, then begin a new one.
+	ErrTransactionAbortable = kerr.ErrTransactionAbortable
+	// ErrTransactionAborted: the record's transaction was aborted
+	// before the record was sent; it was not written.
+	ErrTransactionAborted = kerr.ErrTransactionAborted
+	// ErrProducerFenced: a newer producer with the same
+	// transactional.id took over; fatal (it also wraps ErrFatal).
+	ErrProducerFenced = kerr.ErrProducerFenced
 )

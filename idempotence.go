@@ -61,6 +61,9 @@ const noSeq = -1
 // without an id. It returns false while produce must wait.
 func (s *sender) ensureProducerID(now time.Time) bool {
 	id := &s.idem
+	if s.txn.on {
+		return id.have // InitTransactions gets the id, at the transaction coordinator
+	}
 	if id.fatal != nil {
 		return false
 	}
@@ -149,6 +152,7 @@ func (s *sender) sealIdempotent(q *partq, b *batch) {
 	q.nextSeq += int32(len(b.recs))
 	opts := s.p.acc.codecOpts
 	opts.Idempotent = true
+	opts.Transactional = s.txn.on
 	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = s.idem.pid, s.idem.epoch, b.seq
 	b.wire = b.bld.Seal(opts)
 	q.pending = append(q.pending, b)
@@ -191,7 +195,7 @@ func (s *sender) resolveSuspect(q *partq) {
 	if q.suspectEnd < 0 || q.inflight > 0 {
 		return
 	}
-	if q.lastAcked < q.suspectEnd {
+	if q.lastAcked < q.suspectEnd && !s.txn.on { // a transaction is made abortable instead (txnBatchFailed)
 		s.p.log.Debug("sequence gap: bumping the epoch", "topic", q.topic.name, "partition", q.partition,
 			"last_acked", q.lastAcked, "failed_up_to", q.suspectEnd)
 		s.idem.bumpNeeded = true
@@ -202,6 +206,9 @@ func (s *sender) resolveSuspect(q *partq) {
 // idempotentRetry is Java's canRetry for the idempotent producer: whether
 // a failed attempt is retried, and whether it needs an epoch bump first.
 func (s *sender) idempotentRetry(b *batch, rp *kmsg.ProduceResponseTopicPartition, be *kerr.BrokerError) bool {
+	if s.txn.on {
+		return s.txnRetry(b, rp, be)
+	}
 	q := b.q
 	first := len(q.pending) > 0 && q.pending[0] == b
 	switch be.Code {

@@ -34,6 +34,10 @@ type Producer struct {
 	// cannot reorder (max.in.flight.requests.per.connection=1).
 	guaranteeOrder bool
 
+	// txn is the transactional producer's state (transaction.go); nil
+	// without a transactional.id.
+	txn *txnManager
+
 	// sendMu is held for reading by every Send while it appends, and for
 	// writing by Close, so that Close knows no Send is still buffering.
 	sendMu sync.RWMutex
@@ -84,6 +88,9 @@ func NewProducer(cfg Config) (*Producer, error) {
 	}
 	p := &Producer{cfg: cfg, log: log, guaranteeOrder: !cfg.Idempotent() && cfg.MaxInFlight == 1}
 	p.closing, p.stopWaiting = context.WithCancel(context.Background())
+	if cfg.TransactionalID != "" {
+		p.txn = newTxnManager(p)
+	}
 	p.snd = newSender(p)
 	bcfg := &broker.Config{
 		ClientID:            cfg.ClientID,
@@ -172,6 +179,12 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 	if r.Topic == "" {
 		return fmt.Errorf("%w: the record has no topic", kerr.ErrInvalidRecord)
 	}
+	if p.txn != nil {
+		// Fail fast outside a transaction; checked again at the append.
+		if err := p.txn.checkSend(r.Topic); err != nil {
+			return err
+		}
+	}
 	p.sendMu.RLock()
 	defer p.sendMu.RUnlock()
 	if p.closed.Load() {
@@ -215,6 +228,13 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 		return err
 	}
 	q := p.acc.queue(t, part)
+	if p.txn != nil {
+		done, err := p.txn.beginSend(r.Topic)
+		if err != nil {
+			return err
+		}
+		defer done()
+	}
 	maxBlock := p.cfg.MaxBlock - time.Since(start)
 	if err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock); err != nil {
 		return fmt.Errorf("cannot buffer the record for %s[%d]: %w", r.Topic, part, err)
@@ -282,6 +302,9 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.pool.close()  // wakes Sends blocked on memory
 		p.sendMu.Lock()
 		p.sendMu.Unlock() //nolint:staticcheck // empty critical section: waits out Sends under way
+		if p.txn != nil {
+			p.txn.closeAbort(ctx) // as Java's close: abort a transaction left open
+		}
 		close(p.snd.closing)
 		p.snd.wake()
 		select {

@@ -35,6 +35,7 @@ type sender struct {
 	forceCancel context.CancelFunc
 	idemOn      bool        // enable.idempotence in effect
 	idem        idempotence // producer id, epoch; sender-owned
+	txn         txnSender   // transactional.id: the sender's side (transaction_sender.go)
 
 	rotate    int                 // partition to start draining from, so none starves
 	inflight  int                 // produce requests in flight
@@ -58,6 +59,7 @@ func newSender(p *Producer) *sender {
 		forceCtx:    ctx,
 		forceCancel: cancel,
 		idemOn:      p.cfg.Idempotent(),
+		txn:         txnSender{on: p.txn != nil},
 		wakeCh:      make(chan struct{}, 1),
 		closing:     make(chan struct{}),
 		force:       make(chan struct{}),
@@ -85,6 +87,7 @@ func isClosed(ch chan struct{}) bool {
 
 func (s *sender) run() {
 	defer close(s.done)
+	defer s.txn.wg.Wait() // the AddPartitionsToTxn goroutine ends with forceCtx
 	defer s.forceCancel()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -108,7 +111,11 @@ func (s *sender) run() {
 			s.p.cl.Close()
 		} else {
 			canDrain := true
-			if s.idemOn {
+			if s.txn.on {
+				// The producer id comes from InitTransactions, not from
+				// ensureProducerID.
+				canDrain = s.txnPrepare()
+			} else if s.idemOn {
 				canDrain = s.ensureProducerID(now)
 				if err := s.idem.fatal; err != nil {
 					s.abortQueued(func(*batch) error { return err })
@@ -205,6 +212,10 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 			q.mu.Unlock() // muted until its batch in flight completes
 			continue
 		}
+		if s.txn.on && !s.txnMayDrain(q) {
+			q.mu.Unlock() // v1: not in the transaction yet
+			continue
+		}
 		if s.idemOn && (s.idem.bumpNeeded || !s.mayDrainIdempotent(q, b)) {
 			q.mu.Unlock()
 			continue
@@ -279,6 +290,9 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 	if needMeta {
 		p.cl.RequestRefresh()
 	}
+	if s.txn.on {
+		s.txnAddNeeded()
+	}
 	for leader, d := range byLeader {
 		s.send(leader, d.b, d.bs, d.topics)
 		sent = true
@@ -318,7 +332,11 @@ func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[s
 	}
 	res := &produceResult{broker: leader, batches: bs}
 	noResp := p.cfg.Acks == AcksNone
-	ok := br.TrySend(req, noResp, func(resp kmsg.Response, err error) {
+	var kreq kmsg.Request = req
+	if s.txn.on {
+		kreq = s.txnProduce(req)
+	}
+	ok := br.TrySend(kreq, noResp, func(resp kmsg.Response, err error) {
 		res.resp, res.err = resp, err
 		s.resMu.Lock()
 		s.results = append(s.results, res)
@@ -616,6 +634,9 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	delete(s.inFlightB, b)
 	if s.idemOn {
 		s.onBatchDone(b, err)
+	}
+	if err != nil && s.txn.on {
+		s.txnBatchFailed(b, err)
 	}
 	for i := range b.recs {
 		pr := &b.recs[i]

@@ -1,0 +1,35 @@
+package kerr
+
+import "errors"
+
+// Sentinels of the transactional producer (transactional.id). They follow
+// the Java client's three classes of transactional errors: caller errors
+// (IllegalStateException), abortable errors (the transaction must be
+// aborted, the producer goes on) and fatal errors (the producer must be
+// closed).
+var (
+	// ErrTransactionState: a transactional method was called in a state
+	// that does not allow it (Send outside BeginTransaction ...
+	// CommitTransaction, BeginTransaction before InitTransactions or
+	// twice, ...). A caller error; the transaction is unaffected.
+	ErrTransactionState = errors.New("kprod: invalid transaction state")
+
+	// ErrTransactionAbortable: the current transaction cannot be
+	// committed (one of its records failed, the coordinator answered
+	// TRANSACTION_ABORTABLE, ...). Call AbortTransaction; the producer
+	// can then begin a new transaction.
+	ErrTransactionAbortable = errors.New("kprod: transaction cannot be committed; abort it")
+
+	// ErrTransactionAborted: the record belonged to a transaction that
+	// was aborted before the record was sent; it was not written.
+	ErrTransactionAborted = errors.New("kprod: transaction aborted")
+
+	// ErrProducerFenced: the transaction coordinator knows a newer epoch
+	// of our transactional.id: another producer with the same id called
+	// InitTransactions, or the coordinator aborted our transaction when
+	// it outlived transaction.timeout.ms and bumped the epoch. Errors
+	// wrapping it also wrap ErrFatal: every later call fails with it;
+	// close the producer (and make a new one if this process should go
+	// on producing with the id).
+	ErrProducerFenced = errors.New("kprod: producer fenced: the transactional.id has a newer epoch")
+)

@@ -1,0 +1,569 @@
+package kprod
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kprod/kprod/kerr"
+)
+
+// Transactions (transactional.id) follow the Java client's KafkaProducer
+// and TransactionManager:
+//
+//	p.InitTransactions(ctx)          // once: fences older producers with the id
+//	for {
+//		p.BeginTransaction()
+//		p.Send(ctx, rec, cb) ...      // only inside a transaction
+//		p.SendOffsetsToTransaction(ctx, offsets, group) // consume-transform-produce
+//		if err := p.CommitTransaction(ctx); err != nil {
+//			if errors.Is(err, ErrFatal) { close the producer }
+//			p.AbortTransaction(ctx)   // e.g. ErrTransactionAbortable
+//		}
+//	}
+//
+// The state machine is Java's: uninitialized → initializing → ready →
+// in transaction → committing / aborting → ready, with two error states.
+// An abortable error (ErrTransactionAbortable: a record of the transaction
+// failed, the coordinator answered TRANSACTION_ABORTABLE, ...) fails the
+// commit and every Send until AbortTransaction; the producer then goes
+// on. A fatal error (ErrFatal; ErrProducerFenced when a newer producer with
+// the same transactional.id exists) fails every later call: close the
+// producer. Calling a method in a state that does not allow it returns
+// ErrTransactionState and changes nothing.
+//
+// Protocol. InitTransactions finds the transaction coordinator
+// (FindCoordinator, key type 1) and sends it InitProducerId with the
+// transactional.id and transaction.timeout.ms; the producer id and epoch
+// it returns are the ones the sender seals batches with (the idempotent
+// producer's own InitProducerId is not used). Two ways to run a
+// transaction exist, and InitTransactions picks one:
+//
+//   - transactions v2 (KIP-890 part 2), when the coordinator's finalized
+//     feature transaction.version is >= 2 (the default of Kafka 4.x
+//     clusters): Produce v12+ adds a partition to the transaction
+//     implicitly, TxnOffsetCommit v5 adds the group implicitly, and EndTxn
+//     v5 bumps the epoch on every commit or abort (the response carries
+//     the new one, and sequences start again at 0).
+//   - transactions v1 otherwise: before a partition's first batch is
+//     drained, the sender has it added with AddPartitionsToTxn (v3 at most;
+//     v4+ is the brokers' batched form); SendOffsetsToTransaction sends
+//     AddOffsetsToTxn first; Produce is capped at v11, EndTxn at v4 and
+//     TxnOffsetCommit at v4, as KIP-890 requires of a v1 client. The epoch
+//     stays across transactions; an abort after a failed batch bumps it
+//     (InitProducerId with the current id and epoch, KIP-360) because the
+//     failed batch's sequence may be unresolved.
+//
+// Requests to coordinators are serialized, one at a time, as in Java.
+// Retriable coordinator answers are retried with retry.backoff.ms growing
+// to retry.backoff.max.ms: NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE
+// (and a broken connection) after finding the coordinator again,
+// COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS as they are.
+//
+// Lock order: txnManager.appendMu before txnManager.mu; partq.mu and the
+// accumulator's locks are never held while taking txnManager.mu, except
+// that the sender's round reads txnManager.mu with no other lock held.
+type txnManager struct {
+	p  *Producer
+	id string
+
+	// appendMu is held for reading by Send from its state check through
+	// its append, and for writing by the transitions out of "in
+	// transaction" that the user starts (commit, abort), so that every
+	// record appended in the transaction is covered by the commit's flush
+	// or the abort's wait. The sender never takes it: a record appended
+	// while the sender makes the transaction abortable is failed by the
+	// sender's next round.
+	appendMu sync.RWMutex
+
+	// sem serializes requests to coordinators (one at a time, as the
+	// Java client does): capacity 1, held across one operation's retries.
+	sem chan struct{}
+
+	mu     sync.Mutex
+	state  txnState
+	err    error            // why the state is txnAbortable or txnFatal
+	coord  int32            // transaction coordinator's node id, -1 unknown
+	groups map[string]int32 // group coordinators by group id
+	pid    int64
+	epoch  int16
+	idGen  uint64 // bumped whenever pid/epoch change; the sender adopts them
+	v2     bool   // transactions v2 (KIP-890 part 2)
+	// gen numbers the transactions: the current (or last) one. Written
+	// under mu by BeginTransaction; read without it by the sender,
+	// which must not drain a batch of a transaction newer than its
+	// round's snapshot.
+	gen     atomic.Uint64
+	started bool // the coordinator has the transaction: something was added (v1) or sent (v2)
+	begun   time.Time
+	bump    bool // abort must bump the epoch (v1): a batch with a sequence failed
+	endSent bool // EndTxn(commit) was sent: only a retried commit can learn the outcome
+	offsets bool // SendOffsetsToTransaction ran in this transaction
+
+	// v1 AddPartitionsToTxn, run by one goroutine at a time (adding)
+	// that the sender starts; requested remembers in which transaction a
+	// partition was asked for, so that it is asked for once.
+	toAdd     []*partq
+	requested map[*partq]uint64
+	adding    bool
+
+	forceV1 bool // tests: use transactions v1 even if the cluster has v2
+}
+
+type txnState uint8
+
+const (
+	txnUninitialized txnState = iota
+	txnInitializing
+	txnReady
+	txnInTransaction
+	txnCommitting
+	txnAborting
+	txnAbortable // an abortable error: only AbortTransaction is allowed
+	txnFatal
+)
+
+func (s txnState) String() string {
+	switch s {
+	case txnUninitialized:
+		return "not initialized (call InitTransactions)"
+	case txnInitializing:
+		return "initializing (InitTransactions did not finish; call it again)"
+	case txnReady:
+		return "ready (no transaction; call BeginTransaction)"
+	case txnInTransaction:
+		return "in a transaction"
+	case txnCommitting:
+		return "committing (CommitTransaction did not finish; call it again)"
+	case txnAborting:
+		return "aborting (AbortTransaction did not finish; call it again)"
+	case txnAbortable:
+		return "failed with an abortable error (call AbortTransaction)"
+	default:
+		return "failed with a fatal error"
+	}
+}
+
+// Offset is a consumer position to commit in a transaction, Java's
+// OffsetAndMetadata: Offset is the next record to consume (the last
+// processed offset + 1).
+type Offset struct {
+	Offset int64
+	// LeaderEpoch is the leader epoch of the last processed record, as
+	// the consumer saw it; 0 is a valid epoch, so set -1 if unknown.
+	LeaderEpoch int32
+	Metadata    string
+}
+
+// GroupMetadata identifies the consumer group (and the member of it) whose
+// offsets a transaction commits, Java's ConsumerGroupMetadata. Pass what
+// the consumer reports, so that the group coordinator can fence a zombie
+// member (KIP-447). For offsets not tied to a live member use
+// NewGroupMetadata.
+type GroupMetadata struct {
+	GroupID string
+	// GenerationID is the group generation; -1 if unknown (as
+	// NewGroupMetadata sets it).
+	GenerationID int32
+	// MemberID is the member's id; "" if unknown.
+	MemberID string
+	// GroupInstanceID is the static member id (group.instance.id); ""
+	// if none.
+	GroupInstanceID string
+}
+
+// NewGroupMetadata is the GroupMetadata of a group without member
+// information (generation -1, no member id), as Java's
+// ConsumerGroupMetadata(groupId).
+func NewGroupMetadata(groupID string) GroupMetadata {
+	return GroupMetadata{GroupID: groupID, GenerationID: -1}
+}
+
+func newTxnManager(p *Producer) *txnManager {
+	return &txnManager{
+		p:         p,
+		id:        p.cfg.TransactionalID,
+		sem:       make(chan struct{}, 1),
+		coord:     -1,
+		groups:    map[string]int32{},
+		pid:       -1,
+		epoch:     -1,
+		requested: map[*partq]uint64{},
+	}
+}
+
+func (p *Producer) txnOrErr(op string) (*txnManager, error) {
+	if p.txn == nil {
+		return nil, fmt.Errorf("%w: %s needs a transactional.id; this producer has none", kerr.ErrTransactionState, op)
+	}
+	if p.closed.Load() {
+		return nil, fmt.Errorf("%s: %w", op, kerr.ErrClosed)
+	}
+	return p.txn, nil
+}
+
+// stateErrLocked is the error of calling op in the current state: the
+// fatal or abortable error if there is one, else ErrTransactionState.
+func (t *txnManager) stateErrLocked(op string) error {
+	switch t.state {
+	case txnFatal:
+		return t.err
+	case txnAbortable:
+		return fmt.Errorf("%s: %w", op, t.err)
+	}
+	return fmt.Errorf("%w: %s is not allowed while the producer is %s", kerr.ErrTransactionState, op, t.state)
+}
+
+// InitTransactions prepares a transactional producer; call it once,
+// before the first transaction. It finds the transaction coordinator of
+// transactional.id and gets the producer id and epoch from it: this fences
+// every older producer with the same transactional.id (their next request
+// fails with ErrProducerFenced) and completes or aborts the transaction
+// such a producer left open, so that a new producer starts clean.
+//
+// It retries what is retriable until ctx ends; if ctx ends first, call it
+// again. ErrFatal (e.g. transaction.timeout.ms above the broker's
+// transaction.max.timeout.ms) means the producer must be closed; an
+// authorization error (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) leaves it
+// uninitialized, so it can be called again once the ACL is fixed.
+func (p *Producer) InitTransactions(ctx context.Context) error {
+	t, err := p.txnOrErr("InitTransactions")
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	if t.state != txnUninitialized && t.state != txnInitializing {
+		err := t.stateErrLocked("InitTransactions")
+		t.mu.Unlock()
+		return err
+	}
+	t.state = txnInitializing
+	t.mu.Unlock()
+
+	if err := t.acquire(ctx); err != nil {
+		return fmt.Errorf("InitTransactions: %w", err)
+	}
+	defer t.release()
+	v2, err := t.detectV2(ctx)
+	if err != nil {
+		return t.initFailed(err)
+	}
+	pid, epoch, err := t.initProducerID(ctx, -1, -1)
+	if err != nil {
+		return t.initFailed(err)
+	}
+	t.mu.Lock()
+	t.pid, t.epoch, t.v2 = pid, epoch, v2
+	t.idGen++
+	t.state = txnReady
+	t.mu.Unlock()
+	p.log.Info("transactions initialized", "transactional_id", t.id, "producer_id", pid, "epoch", epoch, "transactions_v2", v2)
+	p.snd.wake()
+	return nil
+}
+
+func (t *txnManager) initFailed(err error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case errorsIsFatal(err):
+		t.state, t.err = txnFatal, err
+	case isAuthorization(err):
+		t.state = txnUninitialized
+	}
+	return fmt.Errorf("InitTransactions: %w", err)
+}
+
+// BeginTransaction starts a transaction: until CommitTransaction or
+// AbortTransaction, the records sent belong to it. It does no I/O; the
+// coordinator learns of the transaction with its first partition or
+// offsets.
+func (p *Producer) BeginTransaction() error {
+	t, err := p.txnOrErr("BeginTransaction")
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.state != txnReady {
+		return t.stateErrLocked("BeginTransaction")
+	}
+	t.state = txnInTransaction
+	t.gen.Add(1)
+	t.started, t.begun, t.bump, t.endSent, t.offsets = false, time.Time{}, false, false, false
+	return nil
+}
+
+// checkSendLocked is Send's check on a transactional producer: records
+// may be sent only inside a transaction.
+func (t *txnManager) checkSend(topic string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.state == txnInTransaction {
+		return nil
+	}
+	switch t.state {
+	case txnFatal:
+		return fmt.Errorf("cannot send to %q: %w", topic, t.err)
+	case txnAbortable:
+		return fmt.Errorf("cannot send to %q: %w", topic, t.err)
+	}
+	return fmt.Errorf("%w: cannot send to %q: a transactional producer sends only inside a transaction (BeginTransaction ... CommitTransaction), and it is %s",
+		kerr.ErrTransactionState, topic, t.state)
+}
+
+// beginSend is called by Send right before it appends: it holds appendMu
+// for reading until the returned func is called, so that a commit or
+// abort waits for the append.
+func (t *txnManager) beginSend(topic string) (func(), error) {
+	t.appendMu.RLock()
+	if err := t.checkSend(topic); err != nil {
+		t.appendMu.RUnlock()
+		return nil, err
+	}
+	return t.appendMu.RUnlock, nil
+}
+
+// SendOffsetsToTransaction adds consumer offsets to the current
+// transaction: they are committed for group if and only if the
+// transaction commits (the consume-transform-produce loop of exactly-once
+// processing). offsets maps topic → partition → the next offset to
+// consume.
+//
+// Transactions v1 send AddOffsetsToTxn to the transaction coordinator,
+// then TxnOffsetCommit to the group coordinator; v2 only the latter. An
+// error that wraps ErrTransactionAbortable (e.g. the group generation is
+// stale: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) means: abort. If ctx ends
+// before the offsets are known to be written, the transaction is made
+// abortable too, as its offsets are then uncertain.
+func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[string]map[int32]Offset, group GroupMetadata) error {
+	t, err := p.txnOrErr("SendOffsetsToTransaction")
+	if err != nil {
+		return err
+	}
+	if group.GroupID == "" {
+		return fmt.Errorf("%w: SendOffsetsToTransaction: the group id is empty", kerr.ErrTransactionState)
+	}
+	t.mu.Lock()
+	if t.state != txnInTransaction {
+		err := t.stateErrLocked("SendOffsetsToTransaction")
+		t.mu.Unlock()
+		return err
+	}
+	t.mu.Unlock()
+	n := 0
+	for _, ps := range offsets {
+		n += len(ps)
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := t.acquire(ctx); err != nil {
+		return fmt.Errorf("SendOffsetsToTransaction: %w", err)
+	}
+	defer t.release()
+	if err := t.sendOffsets(ctx, offsets, group); err != nil {
+		if !errorsIsFatal(err) && !errorsIsAbortable(err) {
+			err = fmt.Errorf("%w: SendOffsetsToTransaction did not finish, so the offsets may or may not be in the transaction: %w", kerr.ErrTransactionAbortable, err)
+		}
+		t.fail(err)
+		return fmt.Errorf("SendOffsetsToTransaction: %w", err)
+	}
+	return nil
+}
+
+// CommitTransaction sends every record of the transaction (Flush, linger
+// ignored), waits for their acknowledgements, then commits the
+// transaction with EndTxn: once it returns nil, read_committed consumers
+// see all of its records and its offsets, atomically.
+//
+// If a record of the transaction failed, the commit is not attempted: it
+// returns an error wrapping ErrTransactionAbortable; call
+// AbortTransaction. ErrFatal (ErrProducerFenced) means the transaction did
+// not commit and the producer must be closed. If ctx ends first, the
+// outcome is not known yet: call CommitTransaction again (or, if its
+// EndTxn was not sent yet, AbortTransaction).
+func (p *Producer) CommitTransaction(ctx context.Context) error {
+	t, err := p.txnOrErr("CommitTransaction")
+	if err != nil {
+		return err
+	}
+	t.appendMu.Lock()
+	t.mu.Lock()
+	if t.state != txnInTransaction && t.state != txnCommitting {
+		err := t.stateErrLocked("CommitTransaction")
+		t.mu.Unlock()
+		t.appendMu.Unlock()
+		return err
+	}
+	t.state = txnCommitting
+	t.mu.Unlock()
+	t.appendMu.Unlock()
+
+	if err := p.Flush(ctx); err != nil {
+		return fmt.Errorf("CommitTransaction: %w; the transaction is still open: call CommitTransaction or AbortTransaction again", err)
+	}
+	if err := t.acquire(ctx); err != nil {
+		return fmt.Errorf("CommitTransaction: %w", err)
+	}
+	defer t.release()
+	t.mu.Lock()
+	if t.state != txnCommitting { // a record failed: abortable, or fatal
+		err := t.stateErrLocked("CommitTransaction")
+		t.mu.Unlock()
+		return err
+	}
+	started := t.started
+	t.endSent = started
+	t.mu.Unlock()
+	if started {
+		if err := t.endTxn(ctx, true); err != nil {
+			t.fail(err)
+			return fmt.Errorf("CommitTransaction: %w", err)
+		}
+	}
+	t.complete("committed")
+	return nil
+}
+
+// AbortTransaction aborts the transaction: records not yet sent fail with
+// ErrTransactionAborted, those in flight are waited for, and EndTxn(abort)
+// tells the coordinator, which writes abort markers: read_committed
+// consumers never see the transaction's records or offsets. Afterwards a
+// new transaction can begin. It is the way out of an abortable error
+// (ErrTransactionAbortable). If ctx ends first, call it again.
+func (p *Producer) AbortTransaction(ctx context.Context) error {
+	t, err := p.txnOrErr("AbortTransaction")
+	if err != nil {
+		return err
+	}
+	if err := t.beginAbort(); err != nil {
+		return err
+	}
+	return t.abort(ctx)
+}
+
+func (t *txnManager) beginAbort() error {
+	t.appendMu.Lock()
+	defer t.appendMu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.state == txnInTransaction, t.state == txnAbortable, t.state == txnAborting:
+	case t.state == txnCommitting && !t.endSent:
+		// The commit's flush did not finish: nothing was decided yet.
+	case t.state == txnCommitting:
+		return fmt.Errorf("%w: AbortTransaction after CommitTransaction sent EndTxn: the outcome is decided; call CommitTransaction again to learn it", kerr.ErrTransactionState)
+	default:
+		return t.stateErrLocked("AbortTransaction")
+	}
+	t.state = txnAborting
+	t.p.snd.wake() // the sender fails what is not sent yet
+	return nil
+}
+
+func (t *txnManager) abort(ctx context.Context) error {
+	p := t.p
+	for _, ch := range p.acc.snapshotIncomplete() {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("AbortTransaction: waiting for the records in flight: %w; call AbortTransaction again", ctx.Err())
+		}
+	}
+	if err := t.acquire(ctx); err != nil {
+		return fmt.Errorf("AbortTransaction: %w", err)
+	}
+	defer t.release()
+	t.mu.Lock()
+	if t.state == txnFatal {
+		err := t.err
+		t.mu.Unlock()
+		return err
+	}
+	started, bump, v2 := t.started, t.bump, t.v2
+	skipEnd := bump && errorsIsCode(t.err, kerr.InvalidProducerIDMapping.Code)
+	t.mu.Unlock()
+	// v2 can end an empty transaction, and EndTxn bumps the epoch there:
+	// the bump a failed batch needs.
+	if (started || (v2 && bump)) && !skipEnd {
+		if err := t.endTxn(ctx, false); err != nil {
+			t.fail(err)
+			return fmt.Errorf("AbortTransaction: %w", err)
+		}
+	}
+	if bump && !v2 {
+		t.mu.Lock()
+		pid, epoch := t.pid, t.epoch
+		t.mu.Unlock()
+		npid, nepoch, err := t.initProducerID(ctx, pid, epoch)
+		if err != nil {
+			t.fail(err)
+			return fmt.Errorf("AbortTransaction: bumping the epoch: %w", err)
+		}
+		t.mu.Lock()
+		t.pid, t.epoch = npid, nepoch
+		t.idGen++
+		t.mu.Unlock()
+	}
+	t.complete("aborted")
+	return nil
+}
+
+// complete ends the transaction after a successful EndTxn (or none
+// needed): the producer is ready for the next one.
+func (t *txnManager) complete(how string) {
+	t.mu.Lock()
+	t.state, t.err = txnReady, nil
+	gen, pid, epoch := t.gen.Load(), t.pid, t.epoch
+	t.mu.Unlock()
+	t.p.log.Debug("transaction "+how, "transactional_id", t.id, "transaction", gen, "producer_id", pid, "epoch", epoch)
+	t.p.snd.wake()
+}
+
+// fail moves to the error state err belongs to: fatal for errors wrapping
+// ErrFatal, abortable for those wrapping ErrTransactionAbortable (unless
+// the transaction is being aborted already). Others change nothing.
+func (t *txnManager) fail(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.failLocked(err)
+}
+
+func (t *txnManager) failLocked(err error) {
+	switch {
+	case t.state == txnFatal:
+	case errorsIsFatal(err):
+		t.state, t.err = txnFatal, err
+		t.p.log.Error("transactional producer failed fatally", "transactional_id", t.id, "err", err)
+	case errorsIsAbortable(err):
+		switch t.state {
+		case txnInTransaction, txnCommitting:
+			t.state, t.err = txnAbortable, err
+			t.p.log.Info("transaction must be aborted", "transactional_id", t.id, "err", err)
+		}
+	default:
+		return
+	}
+	t.p.snd.wake()
+}
+
+// closeAbort is Close's abort of a transaction left open, as the Java
+// client's close does: best effort, within ctx.
+func (t *txnManager) closeAbort(ctx context.Context) {
+	t.mu.Lock()
+	open := t.state == txnInTransaction || t.state == txnAbortable || t.state == txnAborting ||
+		(t.state == txnCommitting && !t.endSent)
+	t.mu.Unlock()
+	if !open {
+		return
+	}
+	if err := t.beginAbort(); err != nil {
+		return
+	}
+	if err := t.abort(ctx); err != nil {
+		t.p.log.Warn("close: could not abort the open transaction; the coordinator aborts it after transaction.timeout.ms", "transactional_id", t.id, "err", err)
+	}
+}

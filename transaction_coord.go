@@ -1,0 +1,603 @@
+package kprod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/kprod/kprod/internal/broker"
+	"github.com/kprod/kprod/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The requests a transactional producer sends to coordinators, and how
+// their answers are classified (Java's TxnRequestHandler subclasses).
+
+const (
+	coordGroup int8 = 0 // FindCoordinator key types
+	coordTxn   int8 = 1
+
+	// concurrentTxnBackoff is the first backoff after
+	// CONCURRENT_TRANSACTIONS: the previous transaction's markers are
+	// usually written within milliseconds, and a new transaction waits
+	// for them (Java's ADD_PARTITIONS_RETRY_BACKOFF_MS).
+	concurrentTxnBackoff = 20 * time.Millisecond
+)
+
+// txnStep is what to do after one coordinator response.
+type txnStep int8
+
+const (
+	stepDone      txnStep = iota
+	stepRefind            // the coordinator moved or is not available: find it again, retry
+	stepRetry             // retriable (loading, ...): retry after backoff
+	stepRetrySoon         // CONCURRENT_TRANSACTIONS: retry after a short backoff
+	stepFail              // give up with the error
+)
+
+// errAbandoned: the request is no longer wanted (the transaction is being
+// aborted); not an error of the transaction.
+var errAbandoned = errors.New("kprod: transactional request abandoned")
+
+// capVersion caps the version of a request below what the connection
+// negotiated: the connection sets the highest both sides support, and a
+// transactions v1 client must stay below the versions that mean v2
+// (KIP-890).
+type capVersion struct {
+	kmsg.Request
+	max int16
+}
+
+func (c *capVersion) SetVersion(v int16) { c.Request.SetVersion(min(v, c.max)) }
+
+func (t *txnManager) acquire(ctx context.Context) error {
+	select {
+	case t.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the transaction's previous request: %w", ctx.Err())
+	}
+}
+
+func (t *txnManager) release() { <-t.sem }
+
+func errorsIsFatal(err error) bool     { return errors.Is(err, kerr.ErrFatal) }
+func errorsIsAbortable(err error) bool { return errors.Is(err, kerr.ErrTransactionAbortable) }
+
+func errorsIsCode(err error, code int16) bool {
+	var be *kerr.BrokerError
+	return errors.As(err, &be) && be.Code == code
+}
+
+func isAuthorization(err error) bool {
+	return errorsIsCode(err, kerr.TransactionalIDAuthorizationFailed.Code) || errorsIsCode(err, kerr.ClusterAuthorizationFailed.Code)
+}
+
+// fatalErr wraps a coordinator's answer into the producer's fatal error.
+func (t *txnManager) fatalErr(op string, err error) error {
+	return fmt.Errorf("%w: transactional.id %q: %s: %w", kerr.ErrFatal, t.id, op, err)
+}
+
+// fencedErr is the fatal error of PRODUCER_FENCED or INVALID_PRODUCER_EPOCH
+// from a coordinator. A transaction that outlived transaction.timeout.ms
+// is aborted by its coordinator with an epoch bump, and the broker then
+// answers exactly as if another producer had taken over; the message says
+// which is likely.
+func (t *txnManager) fencedErr(op string, err error) error {
+	t.mu.Lock()
+	pid, epoch, begun := t.pid, t.epoch, t.begun
+	t.mu.Unlock()
+	why := "a newer producer with the same transactional.id called InitTransactions"
+	if timeout := t.p.cfg.TransactionTimeout; !begun.IsZero() && time.Since(begun) >= timeout {
+		why = fmt.Sprintf("the transaction was open for %v, longer than transaction.timeout.ms (%v): its coordinator aborted it and bumped the epoch (or a newer producer with the same transactional.id took over); none of its records or offsets are visible to read_committed consumers",
+			time.Since(begun).Round(time.Millisecond), timeout)
+	}
+	return fmt.Errorf("%w (%w): transactional.id %q, producer id %d, epoch %d: %s: %s: %w; close this producer",
+		kerr.ErrProducerFenced, kerr.ErrFatal, t.id, pid, epoch, op, why, err)
+}
+
+func abortableErr(op string, err error) error {
+	return fmt.Errorf("%w: %s: %w", kerr.ErrTransactionAbortable, op, err)
+}
+
+// classify is the common handling of a transaction coordinator's error
+// code (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn).
+// bump is set for the errors after which an abort must bump the epoch.
+func (t *txnManager) classify(op string, code int16, msg *string) (txnStep, error) {
+	if code == 0 {
+		return stepDone, nil
+	}
+	be := kerr.ForCode(code).(*kerr.BrokerError)
+	var err error = be
+	if msg != nil && *msg != "" {
+		err = &kerr.ResponseError{Err: be, Message: *msg, Broker: -1}
+	}
+	switch be.Code {
+	case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code:
+		return stepRefind, err
+	case kerr.ConcurrentTransactions.Code:
+		return stepRetrySoon, err
+	case kerr.InvalidProducerEpoch.Code, kerr.ProducerFenced.Code:
+		// Older coordinators answer INVALID_PRODUCER_EPOCH where newer
+		// ones say PRODUCER_FENCED; both mean fenced here.
+		return stepFail, t.fencedErr(op, err)
+	case kerr.TransactionalIDAuthorizationFailed.Code, kerr.InvalidTxnState.Code:
+		return stepFail, t.fatalErr(op, err)
+	case kerr.UnknownProducerID.Code, kerr.InvalidProducerIDMapping.Code:
+		// The coordinator lost (or expired) our producer id: abort, which
+		// gets a new epoch (KIP-360).
+		t.mu.Lock()
+		t.bump = true
+		t.mu.Unlock()
+		return stepFail, abortableErr(op, err)
+	case kerr.TransactionAbortable.Code:
+		return stepFail, abortableErr(op, err)
+	}
+	if be.Retriable {
+		return stepRetry, err
+	}
+	return stepFail, t.fatalErr(op+" (unexpected error)", err)
+}
+
+// call sends a request to the coordinator of (kind, key) and retries, with
+// backoff, what handle says is retriable, until handle says done or fail,
+// or ctx ends. build makes the request for each attempt; it returns nil
+// when the request is no longer wanted (call then returns errAbandoned).
+// The caller holds sem.
+func (t *txnManager) call(ctx context.Context, kind int8, key, op string, build func() kmsg.Request, handle func(kmsg.Response) (txnStep, error)) error {
+	p := t.p
+	var lastErr error
+	soon := false
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			backoff := broker.Backoff(p.cfg.RetryBackoff, p.cfg.RetryBackoffMax, attempt-1)
+			if soon {
+				backoff = broker.Backoff(min(concurrentTxnBackoff, p.cfg.RetryBackoff), p.cfg.RetryBackoffMax, attempt-1)
+			}
+			p.log.Debug("retrying transactional request", "request", op, "attempt", attempt, "backoff", backoff, "err", lastErr)
+			timer := time.NewTimer(backoff)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				timer.Stop()
+				return fmt.Errorf("%s: %w (last error: %w)", op, ctx.Err(), lastErr)
+			}
+		}
+		if isClosed(p.snd.done) {
+			return fmt.Errorf("%s: %w", op, kerr.ErrClosed)
+		}
+		req := build()
+		if req == nil {
+			return errAbandoned
+		}
+		br, step, err := t.coordinator(ctx, kind, key)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: %w (last error: %w)", op, ctx.Err(), err)
+			}
+			if step == stepFail {
+				return err
+			}
+			lastErr, soon = err, false
+			continue
+		}
+		resp, err := br.Do(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: %w (last error: %w)", op, ctx.Err(), err)
+			}
+			if errors.Is(err, kerr.ErrUnsupportedVersion) {
+				return t.fatalErr(op, err)
+			}
+			// A broken connection, a timeout, a coordinator that is gone:
+			// find it again (Java retries a disconnected transactional
+			// request the same way; coordinator requests are safe to
+			// repeat).
+			t.forget(kind, key)
+			lastErr, soon = err, false
+			continue
+		}
+		step, err = handle(resp)
+		switch step {
+		case stepDone:
+			return nil
+		case stepFail:
+			return err
+		case stepRefind:
+			t.forget(kind, key)
+		}
+		lastErr, soon = err, step == stepRetrySoon
+	}
+}
+
+// coordinator returns the coordinator broker of (kind, key), finding it
+// with FindCoordinator at the least loaded broker if not known.
+func (t *txnManager) coordinator(ctx context.Context, kind int8, key string) (*broker.Broker, txnStep, error) {
+	p := t.p
+	t.mu.Lock()
+	id, ok := t.coord, t.coord >= 0
+	if kind == coordGroup {
+		id, ok = t.groups[key]
+	}
+	t.mu.Unlock()
+	if !ok {
+		br := p.cl.LeastLoaded()
+		if br == nil {
+			p.cl.RequestRefresh()
+			return nil, stepRetry, errors.New("FindCoordinator: no broker known yet")
+		}
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey, req.CoordinatorType, req.CoordinatorKeys = key, kind, []string{key}
+		resp, err := br.Do(ctx, req)
+		if err != nil {
+			return nil, stepRetry, fmt.Errorf("FindCoordinator: %w", err)
+		}
+		r := resp.(*kmsg.FindCoordinatorResponse)
+		code, msg, node := r.ErrorCode, r.ErrorMessage, r.NodeID
+		if r.Version >= 4 {
+			if len(r.Coordinators) != 1 {
+				return nil, stepRetry, fmt.Errorf("FindCoordinator: %d coordinators in the response, want 1", len(r.Coordinators))
+			}
+			c := r.Coordinators[0]
+			code, msg, node = c.ErrorCode, c.ErrorMessage, c.NodeID
+		}
+		if code != 0 {
+			be := kerr.ForCode(code).(*kerr.BrokerError)
+			var err error = be
+			if msg != nil && *msg != "" {
+				err = &kerr.ResponseError{Err: be, Message: *msg, Broker: br.ID()}
+			}
+			switch {
+			case be.Retriable:
+				return nil, stepRetry, fmt.Errorf("FindCoordinator: %w", err)
+			case be.Code == kerr.GroupAuthorizationFailed.Code:
+				return nil, stepFail, abortableErr(fmt.Sprintf("FindCoordinator for group %q", key), err)
+			case be.Code == kerr.TransactionAbortable.Code:
+				return nil, stepFail, abortableErr("FindCoordinator", err)
+			}
+			return nil, stepFail, t.fatalErr("FindCoordinator", err)
+		}
+		id = node
+		t.mu.Lock()
+		if kind == coordGroup {
+			t.groups[key] = id
+		} else {
+			t.coord = id
+		}
+		t.mu.Unlock()
+		p.log.Debug("found coordinator", "type", kind, "key", key, "node", id)
+	}
+	br := p.cl.Broker(id)
+	if br == nil {
+		// Metadata does not list it yet (a broker that just joined).
+		p.cl.RequestRefresh()
+		t.forget(kind, key)
+		return nil, stepRetry, fmt.Errorf("coordinator %d is not in the cluster metadata yet", id)
+	}
+	return br, stepDone, nil
+}
+
+func (t *txnManager) forget(kind int8, key string) {
+	t.mu.Lock()
+	if kind == coordGroup {
+		delete(t.groups, key)
+	} else {
+		t.coord = -1
+	}
+	t.mu.Unlock()
+}
+
+// detectV2 reports whether transactions v2 can be used: the coordinator's
+// finalized feature transaction.version is 2 or more, and it speaks
+// Produce v12+ and EndTxn v5+ with us. ApiVersions is asked again on the
+// coordinator's connection, because the connection keeps only the
+// negotiated versions of its handshake.
+func (t *txnManager) detectV2(ctx context.Context) (v2 bool, err error) {
+	if t.forceV1 {
+		return false, nil
+	}
+	err = t.call(ctx, coordTxn, t.id, "ApiVersions", func() kmsg.Request {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.ClientSoftwareName = "kprod"
+		req.ClientSoftwareVersion = broker.Version
+		return req
+	}, func(resp kmsg.Response) (txnStep, error) {
+		r := resp.(*kmsg.ApiVersionsResponse)
+		if r.ErrorCode != 0 {
+			return stepRetry, kerr.ForCode(r.ErrorCode)
+		}
+		level, produce, endTxn := int16(0), int16(-1), int16(-1)
+		for _, f := range r.FinalizedFeatures {
+			if f.Name == "transaction.version" {
+				level = f.MaxVersionLevel
+			}
+		}
+		for _, k := range r.ApiKeys {
+			switch k.ApiKey {
+			case 0:
+				produce = k.MaxVersion
+			case 26:
+				endTxn = k.MaxVersion
+			}
+		}
+		v2 = level >= 2 && produce >= 12 && endTxn >= 5
+		return stepDone, nil
+	})
+	return v2, err
+}
+
+// initProducerID sends InitProducerId with the transactional id: with pid
+// -1 for a new producer (fencing older ones), or with the current id and
+// epoch to bump the epoch (KIP-360).
+func (t *txnManager) initProducerID(ctx context.Context, pid int64, epoch int16) (int64, int16, error) {
+	var npid int64
+	var nepoch int16
+	op := "InitProducerId"
+	err := t.call(ctx, coordTxn, t.id, op, func() kmsg.Request {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		id := t.id
+		req.TransactionalID = &id
+		req.TransactionTimeoutMillis = int32(t.p.cfg.TransactionTimeout / time.Millisecond)
+		req.ProducerID, req.ProducerEpoch = pid, epoch
+		return req
+	}, func(resp kmsg.Response) (txnStep, error) {
+		r := resp.(*kmsg.InitProducerIDResponse)
+		switch r.ErrorCode {
+		case 0:
+			if pid >= 0 && r.Version < 3 {
+				// A coordinator older than KIP-360 ignores our id and
+				// epoch: the epoch bump is not possible.
+				return stepFail, t.fatalErr(op, errors.New("the coordinator does not support bumping the epoch (InitProducerId v3, Kafka 2.5)"))
+			}
+			npid, nepoch = r.ProducerID, r.ProducerEpoch
+			return stepDone, nil
+		case kerr.InvalidTransactionTimeout.Code:
+			return stepFail, t.fatalErr(op, fmt.Errorf("%w: transaction.timeout.ms %v is above the brokers' transaction.max.timeout.ms (default 15 minutes): lower it",
+				kerr.InvalidTransactionTimeout, t.p.cfg.TransactionTimeout))
+		case kerr.TransactionalIDAuthorizationFailed.Code, kerr.ClusterAuthorizationFailed.Code:
+			return stepFail, fmt.Errorf("%s: %w: does the principal have WRITE on transactional id %q?", op, kerr.ForCode(r.ErrorCode), t.id)
+		}
+		return t.classify(op, r.ErrorCode, nil)
+	})
+	return npid, nepoch, err
+}
+
+// endTxn commits or aborts the transaction at the coordinator. With
+// transactions v2 the response carries the next epoch (or a new producer
+// id when the epoch is exhausted), which the sender adopts.
+func (t *txnManager) endTxn(ctx context.Context, commit bool) error {
+	op := "EndTxn(abort)"
+	if commit {
+		op = "EndTxn(commit)"
+	}
+	t.mu.Lock()
+	pid, epoch, v2 := t.pid, t.epoch, t.v2
+	t.mu.Unlock()
+	return t.call(ctx, coordTxn, t.id, op, func() kmsg.Request {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = t.id, pid, epoch, commit
+		if !v2 {
+			return &capVersion{req, 4} // v5 means "bump the epoch" (KIP-890)
+		}
+		return req
+	}, func(resp kmsg.Response) (txnStep, error) {
+		r := resp.(*kmsg.EndTxnResponse)
+		if commit && r.ErrorCode == kerr.InvalidTxnState.Code {
+			// The coordinator has no open transaction of ours to
+			// commit: it was aborted (timed out, or fenced by a newer
+			// producer whose epoch is just one above ours, which v2
+			// coordinators take for a retry of an earlier EndTxn).
+			return stepFail, t.fatalErr(op, fmt.Errorf("%w: the coordinator has no open transaction of this producer to commit: it was aborted (transaction.timeout.ms, or a newer producer with the same transactional.id)", kerr.InvalidTxnState))
+		}
+		step, err := t.classify(op, r.ErrorCode, nil)
+		if step == stepDone && v2 && r.Version >= 5 && r.ProducerID >= 0 {
+			t.mu.Lock()
+			t.pid, t.epoch = r.ProducerID, r.ProducerEpoch
+			t.idGen++
+			t.mu.Unlock()
+		}
+		return step, err
+	})
+}
+
+// addPartitions adds partitions to the transaction (v1). On success they
+// are marked added in transaction gen; build abandons the request if the
+// transaction no longer wants it.
+func (t *txnManager) addPartitions(ctx context.Context, parts []*partq, gen uint64) error {
+	op := "AddPartitionsToTxn"
+	byTopic := map[string][]int32{}
+	for _, q := range parts {
+		byTopic[q.topic.name] = append(byTopic[q.topic.name], q.partition)
+	}
+	topics := make([]string, 0, len(byTopic))
+	for name := range byTopic {
+		topics = append(topics, name)
+	}
+	sort.Strings(topics)
+	err := t.call(ctx, coordTxn, t.id, op, func() kmsg.Request {
+		t.mu.Lock()
+		wanted := t.gen.Load() == gen && (t.state == txnInTransaction || t.state == txnCommitting)
+		pid, epoch := t.pid, t.epoch
+		t.mu.Unlock()
+		if !wanted {
+			return nil
+		}
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch = t.id, pid, epoch
+		for _, name := range topics {
+			rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+			rt.Topic, rt.Partitions = name, byTopic[name]
+			req.Topics = append(req.Topics, rt)
+		}
+		return &capVersion{req, 3} // v4+ is the brokers' batched form
+	}, func(resp kmsg.Response) (txnStep, error) {
+		r := resp.(*kmsg.AddPartitionsToTxnResponse)
+		var perr error
+		unauthorized, failed := 0, 0
+		for _, rt := range r.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode == 0 {
+					continue
+				}
+				switch rp.ErrorCode {
+				case kerr.TopicAuthorizationFailed.Code:
+					unauthorized++
+					perr = &kerr.ResponseError{Err: kerr.ForCode(rp.ErrorCode).(*kerr.BrokerError), Broker: -1, Topic: rt.Topic, Partition: rp.Partition}
+					continue
+				case kerr.OperationNotAttempted.Code:
+					failed++ // another partition of the request failed
+					continue
+				}
+				if be := kerr.ForCode(rp.ErrorCode).(*kerr.BrokerError); !be.Retriable && !txnCoordinatorCode(be.Code) {
+					// Any other error: the partition cannot join the
+					// transaction (Java: abortable).
+					failed++
+					perr = &kerr.ResponseError{Err: be, Broker: -1, Topic: rt.Topic, Partition: rp.Partition}
+					continue
+				}
+				// Retriable (the whole request again), fenced, fatal or
+				// abortable.
+				return t.classify(op, rp.ErrorCode, nil)
+			}
+		}
+		if unauthorized > 0 || failed > 0 {
+			return stepFail, abortableErr(fmt.Sprintf("%s: %d partitions not authorized, %d not added", op, unauthorized, failed), perr)
+		}
+		t.mu.Lock()
+		if !t.started {
+			t.started, t.begun = true, time.Now()
+		}
+		t.mu.Unlock()
+		for _, q := range parts {
+			q.txnGen.Store(gen)
+		}
+		return stepDone, nil
+	})
+	return err
+}
+
+// txnCoordinatorCode: the non-retriable codes classify knows.
+func txnCoordinatorCode(code int16) bool {
+	switch code {
+	case kerr.InvalidProducerEpoch.Code, kerr.ProducerFenced.Code, kerr.TransactionalIDAuthorizationFailed.Code,
+		kerr.InvalidTxnState.Code, kerr.UnknownProducerID.Code, kerr.InvalidProducerIDMapping.Code, kerr.TransactionAbortable.Code:
+		return true
+	}
+	return false
+}
+
+// sendOffsets is SendOffsetsToTransaction's requests: AddOffsetsToTxn (v1
+// only), then TxnOffsetCommit at the group coordinator, retrying the
+// partitions that failed with retriable errors (Java's
+// TxnOffsetCommitHandler).
+func (t *txnManager) sendOffsets(ctx context.Context, offsets map[string]map[int32]Offset, group GroupMetadata) error {
+	t.mu.Lock()
+	pid, epoch, v2 := t.pid, t.epoch, t.v2
+	t.mu.Unlock()
+	if !v2 {
+		op := "AddOffsetsToTxn"
+		err := t.call(ctx, coordTxn, t.id, op, func() kmsg.Request {
+			req := kmsg.NewPtrAddOffsetsToTxnRequest()
+			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = t.id, pid, epoch, group.GroupID
+			return req
+		}, func(resp kmsg.Response) (txnStep, error) {
+			r := resp.(*kmsg.AddOffsetsToTxnResponse)
+			if r.ErrorCode == kerr.GroupAuthorizationFailed.Code {
+				return stepFail, abortableErr(fmt.Sprintf("%s for group %q", op, group.GroupID), kerr.GroupAuthorizationFailed)
+			}
+			return t.classify(op, r.ErrorCode, nil)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	t.mu.Lock()
+	if !t.started {
+		// v2: TxnOffsetCommit v5 adds the group to the transaction itself.
+		t.started, t.begun = true, time.Now()
+	}
+	t.offsets = true
+	t.mu.Unlock()
+
+	pending := map[string]map[int32]Offset{}
+	for topic, ps := range offsets {
+		m := map[int32]Offset{}
+		for part, o := range ps {
+			m[part] = o
+		}
+		pending[topic] = m
+	}
+	op := "TxnOffsetCommit"
+	maxV := int16(5) // v6 names topics by id (KIP-1319), which we may not know
+	if !v2 {
+		maxV = 4 // v5 means "add the group implicitly" (KIP-890)
+	}
+	return t.call(ctx, coordGroup, group.GroupID, op, func() kmsg.Request {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = t.id, group.GroupID, pid, epoch
+		req.Generation, req.MemberID = group.GenerationID, group.MemberID
+		if group.GroupInstanceID != "" {
+			iid := group.GroupInstanceID
+			req.InstanceID = &iid
+		}
+		topics := make([]string, 0, len(pending))
+		for topic := range pending {
+			topics = append(topics, topic)
+		}
+		sort.Strings(topics)
+		for _, topic := range topics {
+			rt := kmsg.NewTxnOffsetCommitRequestTopic()
+			rt.Topic = topic
+			for part, o := range pending[topic] {
+				rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+				md := o.Metadata
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = part, o.Offset, o.LeaderEpoch, &md
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			sort.Slice(rt.Partitions, func(i, j int) bool { return rt.Partitions[i].Partition < rt.Partitions[j].Partition })
+			req.Topics = append(req.Topics, rt)
+		}
+		return &capVersion{req, maxV}
+	}, func(resp kmsg.Response) (txnStep, error) {
+		r := resp.(*kmsg.TxnOffsetCommitResponse)
+		step, stepErr := stepDone, error(nil)
+		for _, rt := range r.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode == 0 {
+					delete(pending[rt.Topic], rp.Partition)
+					if len(pending[rt.Topic]) == 0 {
+						delete(pending, rt.Topic)
+					}
+					continue
+				}
+				be := kerr.ForCode(rp.ErrorCode).(*kerr.BrokerError)
+				err := &kerr.ResponseError{Err: be, Broker: -1, Topic: rt.Topic, Partition: rp.Partition}
+				switch be.Code {
+				case kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code, kerr.RequestTimedOut.Code:
+					step, stepErr = stepRefind, err
+					continue
+				case kerr.GroupAuthorizationFailed.Code, kerr.FencedInstanceID.Code, kerr.TransactionAbortable.Code:
+					return stepFail, abortableErr(fmt.Sprintf("%s for group %q", op, group.GroupID), err)
+				case kerr.UnknownMemberID.Code, kerr.IllegalGeneration.Code:
+					return stepFail, abortableErr(fmt.Sprintf("%s for group %q: the group has moved on since the records were consumed (generation %d, member %q); abort, and process them again after the rebalance",
+						op, group.GroupID, group.GenerationID, group.MemberID), err)
+				case kerr.InvalidProducerEpoch.Code, kerr.ProducerFenced.Code:
+					return stepFail, t.fencedErr(op, err)
+				}
+				if be.Retriable {
+					if step != stepRefind {
+						step, stepErr = stepRetry, err
+					}
+					continue
+				}
+				return stepFail, t.fatalErr(op, err)
+			}
+		}
+		if step == stepDone && len(pending) > 0 {
+			return stepRetry, fmt.Errorf("%s: %d topics not answered", op, len(pending))
+		}
+		return step, stepErr
+	})
+}

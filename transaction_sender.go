@@ -1,0 +1,261 @@
+package kprod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kprod/kprod/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// txnSender is the sender's side of a transactional producer; owned by
+// the sender goroutine.
+//
+// Each round starts with txnPrepare, which takes a snapshot of the
+// transaction's state, adopts a new producer id or epoch (after
+// InitTransactions, a v2 EndTxn or a v1 epoch bump; only with nothing in
+// flight, as every batch of the previous transaction is then complete) and
+// fails what the state says must not be sent: everything after a fatal
+// error; the batches never sent while the transaction is abortable or
+// being aborted (those sent once keep their sequence and are retried to
+// completion, as Java's abortUndrainedBatches does). With transactions v1
+// a partition's batches are drained only once the partition is in the
+// transaction; the sender collects the partitions that are not and hands
+// them to the AddPartitionsToTxn goroutine (addLoop), which wakes it when
+// they are added.
+type txnSender struct {
+	on         bool
+	idGen      uint64   // the producer id generation adopted
+	round      txnRound // this round's snapshot
+	need       []*partq // v1: partitions with a batch, not in the transaction yet
+	startedGen uint64   // v2: the transaction already marked started
+	wg         sync.WaitGroup
+}
+
+type txnRound struct {
+	state txnState
+	gen   uint64
+	v2    bool
+	err   error
+}
+
+// txnPrepare is the transactional producer's ensureProducerID: it reports
+// whether batches may be drained this round.
+func (s *sender) txnPrepare() bool {
+	t := s.p.txn
+	t.mu.Lock()
+	s.txn.round = txnRound{state: t.state, gen: t.gen.Load(), v2: t.v2, err: t.err}
+	idGen, pid, epoch := t.idGen, t.pid, t.epoch
+	t.mu.Unlock()
+	r := s.txn.round
+	if idGen != s.txn.idGen {
+		if s.inflight > 0 {
+			return false // a late response of the last epoch; adopt after it
+		}
+		s.txn.idGen = idGen
+		s.idem.pid, s.idem.epoch, s.idem.have = pid, epoch, true
+		s.resequenceAll()
+		s.p.log.Debug("transactional producer id", "producer_id", pid, "epoch", epoch)
+	}
+	switch r.state {
+	case txnFatal:
+		s.abortQueued(func(*batch) error { return r.err })
+		return false
+	case txnAbortable:
+		s.abortUnsent(func(b *batch) error {
+			return fmt.Errorf("%w: %d records for %s[%d] were not sent: %w", kerr.ErrTransactionAborted, len(b.recs), b.q.topic.name, b.q.partition, r.err)
+		})
+	case txnAborting:
+		s.abortUnsent(func(b *batch) error {
+			return fmt.Errorf("%w: %d records for %s[%d] were not sent before AbortTransaction", kerr.ErrTransactionAborted, len(b.recs), b.q.topic.name, b.q.partition)
+		})
+	}
+	return s.idem.have
+}
+
+// txnMayDrain: whether a partition's first batch may be drained in this
+// round; v1 partitions not in the transaction yet are collected to be
+// added. Called with q.mu held, after the batch was seen in the deque.
+func (s *sender) txnMayDrain(q *partq) bool {
+	r := &s.txn.round
+	switch r.state {
+	case txnInTransaction, txnCommitting, txnAbortable, txnAborting:
+	default:
+		return false
+	}
+	// The transaction may have ended and a new one begun since the
+	// round's snapshot, and the batch be of the new one: a Send appends
+	// only after BeginTransaction counted the new transaction, so seeing
+	// its batch (under q.mu) and then the old number means it is not.
+	if s.p.txn.gen.Load() != r.gen {
+		return false // next round, with the new transaction's state
+	}
+	if r.v2 || q.txnGen.Load() == r.gen {
+		return true
+	}
+	if r.state == txnInTransaction || r.state == txnCommitting {
+		s.txn.need = append(s.txn.need, q)
+	}
+	return false
+}
+
+// txnAddNeeded hands the partitions collected by txnMayDrain to the
+// AddPartitionsToTxn goroutine, starting it if it is not running.
+func (s *sender) txnAddNeeded() {
+	if len(s.txn.need) == 0 {
+		return
+	}
+	t := s.p.txn
+	t.mu.Lock()
+	for _, q := range s.txn.need {
+		if t.requested[q] != t.gen.Load() {
+			t.requested[q] = t.gen.Load()
+			t.toAdd = append(t.toAdd, q)
+		}
+	}
+	start := len(t.toAdd) > 0 && !t.adding
+	if start {
+		t.adding = true
+	}
+	t.mu.Unlock()
+	clear(s.txn.need)
+	s.txn.need = s.txn.need[:0]
+	if start {
+		s.txn.wg.Add(1)
+		go func() {
+			defer s.txn.wg.Done()
+			t.addLoop(s.forceCtx)
+		}()
+	}
+}
+
+// addLoop sends AddPartitionsToTxn for the partitions the sender asked
+// for, one request at a time (those asked for meanwhile go in the next),
+// until none is left or the transaction no longer wants them. ctx ends
+// when the producer is closed by force.
+func (t *txnManager) addLoop(ctx context.Context) {
+	defer t.p.snd.wake()
+	for {
+		t.mu.Lock()
+		parts, gen := t.toAdd, t.gen.Load()
+		t.toAdd = nil
+		if len(parts) == 0 || (t.state != txnInTransaction && t.state != txnCommitting) || ctx.Err() != nil {
+			t.adding = false
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+		if err := t.acquire(ctx); err != nil {
+			continue // ctx ended: the next turn ends the loop
+		}
+		err := t.addPartitions(ctx, parts, gen)
+		t.release()
+		switch {
+		case err == nil:
+			t.p.log.Debug("partitions added to the transaction", "transactional_id", t.id, "partitions", len(parts), "transaction", gen)
+		case errors.Is(err, errAbandoned), ctx.Err() != nil:
+		default:
+			t.fail(err)
+		}
+		t.p.snd.wake()
+	}
+}
+
+// txnProduce makes a produce request transactional: it names the
+// transactional id, and with transactions v1 stays below Produce v12,
+// which would mean v2 (KIP-890). With v2, the first request of a
+// transaction starts it on the coordinator.
+func (s *sender) txnProduce(req *kmsg.ProduceRequest) kmsg.Request {
+	t := s.p.txn
+	id := t.id
+	req.TransactionID = &id
+	r := &s.txn.round
+	if !r.v2 {
+		return &capVersion{req, 11}
+	}
+	if s.txn.startedGen != r.gen {
+		s.txn.startedGen = r.gen
+		t.mu.Lock()
+		if t.gen.Load() == r.gen && !t.started {
+			t.started, t.begun = true, time.Now()
+		}
+		t.mu.Unlock()
+	}
+	return req
+}
+
+// abortUnsent fails the batches that were never sent (no sequence
+// assigned); batches sent once stay, to be retried to completion.
+func (s *sender) abortUnsent(why func(*batch) error) {
+	for _, q := range *s.p.acc.parts.Load() {
+		q.mu.Lock()
+		var drop []*batch
+		keep := q.batches[:0]
+		for _, b := range q.batches {
+			if b.wire == nil {
+				b.full = true
+				drop = append(drop, b)
+			} else {
+				keep = append(keep, b)
+			}
+		}
+		clear(q.batches[len(keep):])
+		q.batches = keep
+		q.mu.Unlock()
+		for _, b := range drop {
+			s.complete(b, -1, -1, -1, why(b))
+		}
+	}
+}
+
+// txnRetry is idempotentRetry for a transactional producer, after Java's
+// canRetry: errors that in an idempotent producer lead to an epoch bump
+// fail the batch instead, which makes the transaction abortable; the
+// abort then bumps the epoch at the coordinator.
+func (s *sender) txnRetry(b *batch, rp *kmsg.ProduceResponseTopicPartition, be *kerr.BrokerError) bool {
+	switch be.Code {
+	case kerr.UnknownProducerID.Code:
+		// Without the log start offset the broker may not know yet
+		// whether our state is lost; wait for it.
+		return rp.LogStartOffset < 0
+	case kerr.OutOfOrderSequenceNumber.Code:
+		q := b.q
+		first := len(q.pending) > 0 && q.pending[0] == b
+		return !first // an earlier batch is unresolved: wait for it
+	case kerr.InvalidProducerEpoch.Code, kerr.ProducerFenced.Code:
+		return false
+	}
+	return be.Retriable
+}
+
+// txnBatchFailed makes the transaction abortable when one of its batches
+// failed (Java's maybeTransitionToErrorState), or fatal when the partition
+// leader says a newer producer fenced us. A failed batch that had a
+// sequence may leave a gap: the abort must then bump the epoch.
+func (s *sender) txnBatchFailed(b *batch, err error) {
+	if errors.Is(err, kerr.ErrTransactionAborted) {
+		return // failed by the abort itself
+	}
+	t := s.p.txn
+	var terr error
+	switch {
+	case errorsIsCode(err, kerr.ProducerFenced.Code):
+		terr = t.fencedErr(fmt.Sprintf("Produce to %s[%d]", b.q.topic.name, b.q.partition), err)
+	case errorsIsFatal(err):
+		terr = err
+	default:
+		// INVALID_PRODUCER_EPOCH from a partition leader is abortable
+		// (KIP-588): the coordinator may have aborted the transaction
+		// on its timeout; the abort finds out whether we are fenced.
+		terr = fmt.Errorf("%w: %d records for %s[%d] failed: %w", kerr.ErrTransactionAbortable, len(b.recs), b.q.topic.name, b.q.partition, err)
+	}
+	t.mu.Lock()
+	if b.seq != noSeq {
+		t.bump = true
+	}
+	t.failLocked(terr)
+	t.mu.Unlock()
+}
