@@ -384,6 +384,7 @@ func (c *Client) refresh() error {
 	c.mu.Unlock()
 
 	var errs []error
+	var refused error // the first authentication or TLS refusal
 	tried := map[*broker.Broker]bool{}
 	for len(tried) < len(cands) {
 		b := leastLoaded(cands, tried)
@@ -395,6 +396,9 @@ func (c *Client) refresh() error {
 		// last one may still be encoding it.
 		resp, err := b.Do(ctx, c.buildRequest())
 		if err != nil {
+			if securityFailure(err) && refused == nil {
+				refused = err // names the broker already
+			}
 			errs = append(errs, fmt.Errorf("broker %d (%s): %w", b.ID(), b.Addr(), err))
 			continue
 		}
@@ -410,13 +414,10 @@ func (c *Client) refresh() error {
 		c.install(mr)
 		return nil
 	}
-	for _, err := range errs {
-		if securityFailure(err) {
-			// Not ErrMetadataTimeout, which is retriable: the first
-			// broker that refused us says why, and the others would
-			// say the same.
-			return fmt.Errorf("no broker answered a Metadata request: %w", err)
-		}
+	if refused != nil {
+		// Not ErrMetadataTimeout, which is retriable: the first broker
+		// that refused us says why, and the others would say the same.
+		return refused
 	}
 	return fmt.Errorf("%w: no broker answered a Metadata request: %w", kerr.ErrMetadataTimeout, errors.Join(errs...))
 }
