@@ -14,6 +14,25 @@ import (
 
 	"github.com/kprod/kprod/internal/pemkey"
 	"github.com/kprod/kprod/internal/sasl"
+	"github.com/kprod/kprod/kerr"
+)
+
+// Security errors; test with errors.Is. Both are never retried where
+// retrying cannot help, and their messages say which case it is and what
+// to check.
+var (
+	// ErrAuthentication: a broker refused the SASL credentials (wrong
+	// password, unknown user, a mechanism the listener does not enable,
+	// a rejected or expired token, SASL to a listener without it). A
+	// record's callback gets it within max.block.ms, at once rather than
+	// after the wait. It also wraps the broker's error code
+	// (kerr.SaslAuthenticationFailed, kerr.UnsupportedSaslMechanism...).
+	ErrAuthentication = kerr.ErrAuthentication
+	// ErrTLS: TLS with a broker failed: an untrusted or mismatched
+	// certificate, a client certificate the broker wants or refused, or
+	// a security.protocol that does not match the listener (TLS to a
+	// plaintext port or the reverse).
+	ErrTLS = kerr.ErrTLS
 )
 
 // SASL mechanisms, the values of Config.SASLMechanism (sasl.mechanism).
