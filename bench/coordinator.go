@@ -49,9 +49,9 @@ type runResult struct {
 	config
 	Run int `json:"run"`
 	workerResult
-	ProcCPUSec float64 `json:"proc_cpu_s"`   // user+sys of the whole process
-	CPUPerMRec float64 `json:"cpu_s_per_1m"` // ProcCPUSec per million records sent (warm-up included)
-	MaxRSSMiB  float64 `json:"max_rss_mib"`
+	ProcCPUSec float64 `json:"proc_cpu_s"`        // user+sys of the whole process
+	CPUPerMRec float64 `json:"cpu_s_per_1m"`      // ProcCPUSec per million records sent (warm-up included)
+	MaxRSSMiB  float64 `json:"max_rss_mib"`       // peak VmHWM of the process
 	OnBroker   int64   `json:"records_on_broker"` // sum of the topic's end offsets; -1 if unknown
 	Err        string  `json:"error,omitempty"`
 }
@@ -201,8 +201,13 @@ func coordinate(o *options) error {
 		t.close()
 	}
 	rep.writeFooter()
-
 	os.Stdout.Write(rep.md.Bytes())
+	return rep.save(o)
+}
+
+// save writes -out and -json; the coordinator also calls it after every
+// table, so that an interrupted invocation keeps what it measured.
+func (rep *report) save(o *options) error {
 	if o.mdOut != "" {
 		if err := os.WriteFile(o.mdOut, rep.md.Bytes(), 0o644); err != nil {
 			return err
@@ -359,6 +364,9 @@ func (rep *report) phase(o *options, t *target, cfg config, clients []string, lo
 	applyRatios(sums)
 	rep.Summaries = append(rep.Summaries, sums...)
 	rep.writeTable(t, cfg, sums)
+	if err := rep.save(o); err != nil {
+		logf("cannot save the results: %v", err)
+	}
 	return sums
 }
 
@@ -422,13 +430,19 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
 	}
 	cmd.WaitDelay = 5 * time.Second
-	runErr := cmd.Run()
+	var runErr error
+	peak := new(atomic.Int64)
+	if runErr = cmd.Start(); runErr == nil {
+		stopWatch := watchHWM(cmd.Process.Pid, peak)
+		runErr = cmd.Wait()
+		stopWatch()
+	}
 	if ps := cmd.ProcessState; ps != nil {
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 			res.ProcCPUSec = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-			res.MaxRSSMiB = float64(ru.Maxrss) / 1024 // KiB on Linux
 		}
 	}
+	res.MaxRSSMiB = float64(peak.Load()) / 1024
 	if runErr != nil {
 		switch {
 		case o.ctx.Err() != nil:
@@ -458,6 +472,7 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 		}
 	}
 	res.workerResult = *wr
+	res.MaxRSSMiB = max(res.MaxRSSMiB, float64(wr.PeakRSSKiB)/1024)
 	res.CPUPerMRec = res.ProcCPUSec / (float64(o.records+o.warmup) / 1e6)
 	vctx, vcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer vcancel()
@@ -470,6 +485,47 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 	logf("  run %d %-9s %9.0f rec/s %7.1f MiB/s  p50 %7.2f ms  p99 %7.2f ms  max %7.1f ms  cpu %5.2f s/1M  rss %6.1f MiB  on broker %d%s",
 		run+1, client, res.RecPerSec, res.MiBPerSec, res.P50Ms, res.P99Ms, res.MaxMs, res.CPUPerMRec, res.MaxRSSMiB, res.OnBroker, errSuffix(res.Err))
 	return res
+}
+
+// watchHWM samples the child's VmHWM (its peak resident set) every 50 ms
+// until stopped. ru_maxrss from wait4 cannot be used: Go starts a child
+// with vfork semantics, so the child's ru_maxrss starts at the
+// coordinator's own peak RSS and hides any client that uses less.
+// VmHWM only grows, so the last sample misses at most the last 50 ms.
+func watchHWM(pid int, peak *atomic.Int64) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if kib := vmHWM(fmt.Sprintf("/proc/%d/status", pid)); kib > peak.Load() {
+				peak.Store(kib)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// vmHWM reads VmHWM (KiB) from a /proc/PID/status file; 0 if unknown.
+func vmHWM(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 func errSuffix(e string) string {

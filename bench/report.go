@@ -121,7 +121,7 @@ func (rep *report) writeFooter() {
 	fmt.Fprintf(&rep.md, "Load average (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", rep.Env["load average at start"], rep.Env["load average at end"])
 	rep.md.WriteString("records/s and MiB/s: measured records (value bytes, MiB = 2^20) over the time from the first send to the last acknowledgement. " +
 		"Latency: from each record's send call to its acknowledgement callback. CPU: user+sys seconds of the client's whole process " +
-		"(start-up and warm-up included) per million records sent; peak RSS: ru_maxrss of that process.\n")
+		"(start-up and warm-up included) per million records sent; peak RSS: the highest VmHWM of that process.\n")
 }
 
 func msText(v float64) string {

@@ -133,6 +133,8 @@ type workerResult struct {
 	// LoopCPUSec is the worker's own user+sys CPU over the measured part
 	// only; the coordinator adds the whole process's from wait4.
 	LoopCPUSec float64 `json:"loop_cpu_s"`
+	// PeakRSSKiB is the worker's VmHWM when it is done.
+	PeakRSSKiB int64 `json:"peak_rss_kib"`
 	clientInfo
 }
 
@@ -258,6 +260,7 @@ func runWorker(o *options) error {
 		P99Ms:      float64(a.hist.ValueAtQuantile(99)) / 1000,
 		MaxMs:      float64(a.hist.Max()) / 1000,
 		LoopCPUSec: cpu.Seconds(),
+		PeakRSSKiB: vmHWM("/proc/self/status"),
 		clientInfo: info,
 	}
 	if a.firstErr != nil {

@@ -7,7 +7,7 @@
 # Usage: bench/scripts/kafka-single.sh up|down|bootstrap
 #
 # Environment:
-#   KPROD_SINGLE_PORT   broker port (default 46092; the controller gets +100)
+#   KPROD_SINGLE_PORT   broker port (default 48092; the controller gets +100)
 #   KPROD_SINGLE_STATE  data + logs + pidfile (default /tmp/kprod-bench-single)
 #   KPROD_SINGLE_HEAP   JVM heap flags (default "-Xms1g -Xmx1g")
 #   KPROD_CACHE, KPROD_KAFKA_VERSION as for scripts/kafka-cluster.sh
@@ -17,7 +17,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$HERE/../.." && pwd)
 KAFKA_VERSION=${KPROD_KAFKA_VERSION:-4.4.0}
 CACHE=${KPROD_CACHE:-$HOME/.cache/kprod/kafka-$KAFKA_VERSION}
-PORT=${KPROD_SINGLE_PORT:-46092}
+PORT=${KPROD_SINGLE_PORT:-48092}
 CPORT=$((PORT + 100))
 STATE=${KPROD_SINGLE_STATE:-/tmp/kprod-bench-single}
 HEAP=${KPROD_SINGLE_HEAP:--Xms1g -Xmx1g}
@@ -40,6 +40,14 @@ pid() {
 cmd_up() {
 	[[ -z $(pid) ]] || { log "already running (pid $(pid))"; echo "127.0.0.1:$PORT"; return 0; }
 	bash "$REPO_ROOT/scripts/kafka-cluster.sh" install
+	# Another engineer's cluster may listen here: the probe below would then
+	# find *their* node 1 and report success, so refuse at once.
+	local p
+	for p in "$PORT" "$CPORT"; do
+		if ss -Htln "sport = :$p" 2>/dev/null | grep -q .; then
+			die "port $p is in use by another process (set KPROD_SINGLE_PORT)"
+		fi
+	done
 	# Keep the kernel from handing these ports out as ephemeral ones.
 	local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur
 	cur=$(cat "$f" 2>/dev/null || true)
@@ -85,6 +93,7 @@ CONF
 	mkdir -p "$STATE/bin"
 	(cd "$REPO_ROOT" && go build -o "$STATE/bin/waitkafka" ./internal/testcluster/cmd/waitkafka)
 	sleep 1
+	[[ -n $(pid) ]] || { tail -n 40 "$STATE/logs/server.log" >&2 || true; die "the broker exited at start"; }
 	if ! "$STATE/bin/waitkafka" -brokers "127.0.0.1:$PORT" -expect 1 -timeout 120s -pids "$(pid)"; then
 		tail -n 40 "$STATE/logs/server.log" >&2 || true
 		cmd_down
