@@ -91,6 +91,11 @@ func securityWanted() (wanted, must bool) {
 // plaintext bootstrap addresses (for admin clients). It skips the test
 // unless the cluster was started with KPROD_KAFKA_SECURITY=1; with that
 // variable set (as in CI), missing listeners fail the test instead.
+//
+// Security tests dial particular nodes, so the test holds the fault lock
+// (see Kill) until it ends: no fault test in another test binary breaks
+// the cluster under it, and a node an earlier test left dead is brought
+// back first.
 func Security(t testing.TB) []string {
 	t.Helper()
 	brokers := Brokers(t)
@@ -98,18 +103,27 @@ func Security(t testing.TB) []string {
 	if !wanted {
 		t.Skip("the secured listeners are off: start the cluster with KPROD_KAFKA_SECURITY=1 bash scripts/kafka-cluster.sh up")
 	}
-	for _, l := range []Listener{SASLPlaintext, SSL, SASLSSL} {
-		for _, a := range l.Addrs() {
-			c, err := net.DialTimeout("tcp", a, 5*time.Second)
-			if err != nil {
-				msg := fmt.Sprintf("the %s listener %s is not reachable: %v (start the cluster with KPROD_KAFKA_SECURITY=1)", l.Protocol, a, err)
-				if must {
-					t.Fatal(msg)
+	faultsFor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := WaitFor(ctx, 250*time.Millisecond, func(context.Context) error {
+		for _, l := range []Listener{SASLPlaintext, SSL, SASLSSL} {
+			for _, a := range l.Addrs() {
+				c, err := net.DialTimeout("tcp", a, 5*time.Second)
+				if err != nil {
+					return fmt.Errorf("the %s listener %s is not reachable: %w", l.Protocol, a, err)
 				}
-				t.Skip(msg)
+				c.Close()
 			}
-			c.Close()
 		}
+		return nil
+	})
+	if err != nil {
+		msg := fmt.Sprintf("%v (start the cluster with KPROD_KAFKA_SECURITY=1)", err)
+		if must {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
 	}
 	return brokers
 }
