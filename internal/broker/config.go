@@ -1,6 +1,7 @@
 // Package broker is kprod's network layer for one broker: a Conn is one
-// TCP connection after the ApiVersions handshake, with a writer and a
-// reader goroutine and a table of requests in flight; a Broker owns the
+// TCP connection after its setup (TLS handshake if configured, tls.go;
+// ApiVersions; SASL authentication if configured, sasl.go), with a writer
+// and a reader goroutine and a table of requests in flight; a Broker owns the
 // (re)connection to one node, with reconnect backoff and a connection setup
 // timeout that grows on repeated failures, as the Java client's
 // ClusterConnectionStates does.
