@@ -380,7 +380,10 @@ type Config struct {
 	Logger *slog.Logger
 
 	// Dial opens connections to brokers; nil uses a net.Dialer. For
-	// tests, proxies and custom transports. No Java property.
+	// tests, proxies and custom transports. With SSL and SASL_SSL, kprod
+	// does the TLS handshake on the connection Dial returns (checking the
+	// certificate against the host of the address it asked for). No Java
+	// property.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// Partitioner chooses the partition of records that do not name one
