@@ -724,8 +724,11 @@ func TestCompatAdaptivePausedBroker(t *testing.T) {
 			ratio := perPaused / perOther
 			t.Logf("broker %d (paused) leads %d partitions: %.0f records each, others %.0f each (ratio %.2f) of %d",
 				paused, nPaused, perPaused, perOther, ratio, len(recs))
-			if adaptive && ratio > 0.5 {
-				t.Errorf("adaptive partitioning: partitions of the paused broker got %.2f times the records of the others, want < 0.5", ratio)
+			// A quiet machine gives 0.1–0.2; an overloaded one (load
+			// average 30) was seen at 0.56. Without adaptive partitioning
+			// it is about 1.
+			if adaptive && ratio > 0.75 {
+				t.Errorf("adaptive partitioning: partitions of the paused broker got %.2f times the records of the others, want < 0.75", ratio)
 			}
 			if !adaptive && ratio < 0.6 {
 				t.Errorf("uniform partitioning: partitions of the paused broker got %.2f times the records of the others, want about 1", ratio)

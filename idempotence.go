@@ -79,6 +79,7 @@ func (s *sender) ensureProducerID(now time.Time) bool {
 	br := s.p.cl.LeastLoaded()
 	if br == nil {
 		s.p.cl.RequestRefresh()
+		id.retryAt = now.Add(s.p.cfg.RetryBackoff) // not before metadata names a broker
 		return false
 	}
 	req := kmsg.NewPtrInitProducerIDRequest()

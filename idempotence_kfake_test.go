@@ -188,8 +188,9 @@ func TestIdempotentConnectionCutInFlight(t *testing.T) {
 }
 
 // delivery.timeout.ms holds for a batch in flight, and the records after
-// it are still delivered, in order, without a gap: the sequence is
-// resolved (here by an epoch bump) instead of failing every later batch.
+// it are still delivered, in order, without a gap: the sequence the
+// expired batch leaves unresolved is settled (here by an epoch bump, as the
+// broker never wrote it) instead of failing every later batch.
 func TestIdempotentDeliveryTimeoutInFlightKeepsLaterRecords(t *testing.T) {
 	c := newFake(t, 1)
 	stop := stopAtCleanup(t)
@@ -197,10 +198,11 @@ func TestIdempotentDeliveryTimeoutInFlightKeepsLaterRecords(t *testing.T) {
 	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		switch n.Add(1) {
-		case 1: // the first attempt fails, so the retry starts late
+		case 2: // a's first attempt fails, so its retry starts late
 			return produceResp(r.(*kmsg.ProduceRequest), 19 /* NOT_ENOUGH_REPLICAS */, nil), nil, true
-		case 2: // the retry is held past delivery.timeout.ms
-			c.SleepControl(func() { sleepOrStop(3*time.Second, stop) })
+		case 3: // a's retry is answered, not written, after delivery.timeout.ms
+			c.SleepControl(func() { sleepOrStop(5500*time.Millisecond, stop) })
+			return produceResp(r.(*kmsg.ProduceRequest), 19, nil), nil, true
 		}
 		return nil, nil, false
 	})
@@ -212,19 +214,25 @@ func TestIdempotentDeliveryTimeoutInFlightKeepsLaterRecords(t *testing.T) {
 	})
 	cfg := testConfig(c)
 	cfg.Linger = 0
-	// The retry goes at ≈1s and would time out at ≈2.9s
-	// (request.timeout.ms); delivery.timeout.ms must end it at 2s.
-	cfg.RetryBackoff = time.Second
-	cfg.RetryBackoffMax = time.Second
-	cfg.RequestTimeout = 1900 * time.Millisecond
-	cfg.DeliveryTimeout = 2 * time.Second
+	// a's retry goes at ≈2s and is answered at ≈7.5s, before it would
+	// time out at ≈7.9s (request.timeout.ms); delivery.timeout.ms must
+	// end it at 6s.
+	cfg.RetryBackoff = 2 * time.Second
+	cfg.RetryBackoffMax = 2 * time.Second
+	cfg.RequestTimeout = 5900 * time.Millisecond
+	cfg.DeliveryTimeout = 6 * time.Second
 	p := newTestProducer(t, cfg)
 	ctx := context.Background()
+	// Warm up (metadata, connection, producer id), so that the timings
+	// below start when a is buffered.
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
 	a := &Record{Topic: "t", Value: []byte("a")}
 	aErr := make(chan error, 1)
 	start := time.Now()
 	p.Send(ctx, a, func(_ *Record, err error) { aErr <- err })
-	time.Sleep(1300 * time.Millisecond) // a's retry is in flight
+	time.Sleep(3 * time.Second) // a's retry is in flight
 	var later []*Record
 	o := newOutcomes(t)
 	for i := 0; i < 50; i++ {
@@ -237,10 +245,10 @@ func TestIdempotentDeliveryTimeoutInFlightKeepsLaterRecords(t *testing.T) {
 		if !errors.Is(err, ErrDeliveryTimeout) {
 			t.Fatalf("first record: got %v, want ErrDeliveryTimeout", err)
 		}
-		if el := time.Since(start); el > 2700*time.Millisecond {
-			t.Fatalf("delivery.timeout.ms of 2s for an in-flight batch reported after %v", el)
+		if el := time.Since(start); el > 7*time.Second {
+			t.Fatalf("delivery.timeout.ms of 6s for an in-flight batch reported after %v", el)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(15 * time.Second):
 		t.Fatal("no callback for the first record")
 	}
 	o.wait(t, 15*time.Second)

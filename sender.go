@@ -50,6 +50,7 @@ type produceResult struct {
 	batches []*batch
 	resp    kmsg.Response
 	err     error
+	sentAt  time.Time // for request-latency
 }
 
 func newSender(p *Producer) *sender {
@@ -125,7 +126,7 @@ func (s *sender) run() {
 			if s.idemOn && !canDrain && !s.idem.retryAt.IsZero() && (next.IsZero() || s.idem.retryAt.Before(next)) {
 				next = s.idem.retryAt
 			}
-			if s.idemOn && s.idem.bumpNeeded && s.inflight == 0 && next.IsZero() {
+			if s.idemOn && s.idem.bumpNeeded && s.inflight == 0 && (s.idem.retryAt.IsZero() || !now.Before(s.idem.retryAt)) {
 				next = now // bump on the next round
 			}
 			if t := s.expireInFlight(now); !t.IsZero() && (next.IsZero() || t.Before(next)) {
@@ -282,6 +283,7 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 				b.wire = b.bld.Seal(p.acc.codecOpts)
 			}
 		}
+		p.metrics.onDrained(b, now)
 		q.inflight++
 		d.bs = append(d.bs, b)
 		d.bytes += len(b.wire)
@@ -330,7 +332,7 @@ func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[s
 		rp.Records = b.wire
 		rt.Partitions = append(rt.Partitions, rp)
 	}
-	res := &produceResult{broker: leader, batches: bs}
+	res := &produceResult{broker: leader, batches: bs, sentAt: time.Now()}
 	noResp := p.cfg.Acks == AcksNone
 	var kreq kmsg.Request = req
 	if s.txn.on {
@@ -351,6 +353,13 @@ func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[s
 		return
 	}
 	s.inflight++
+	nrecs := 0
+	for _, b := range bs {
+		nrecs += len(b.recs)
+	}
+	p.metrics.requests.Add(1)
+	p.metrics.recsPerReq.record(float64(nrecs))
+	p.metrics.inFlight.Store(int64(s.inflight))
 	for _, b := range bs {
 		b.inFlight = true
 		b.sent = true
@@ -380,6 +389,7 @@ func (s *sender) handleResults() {
 	s.resMu.Unlock()
 	for _, r := range rs {
 		s.inflight--
+		s.p.metrics.inFlight.Store(int64(s.inflight))
 		s.handle(r)
 	}
 }
@@ -407,6 +417,8 @@ func (s *sender) handle(r *produceResult) {
 		return
 	}
 	resp := r.resp.(*kmsg.ProduceResponse)
+	p.metrics.latency.record(float64(now.Sub(r.sentAt)) / float64(time.Millisecond))
+	p.metrics.throttle.record(float64(resp.ThrottleMillis))
 	if resp.ThrottleMillis > 0 {
 		// Kafka ≥ 2.0 throttles after answering (KIP-219): the client
 		// must not send to that broker until the time has passed.
@@ -513,6 +525,8 @@ func (s *sender) retryOrFail(b *batch, now time.Time, cause error, retriable boo
 	default:
 		b.attempts++
 		b.lastErr = cause
+		p.metrics.retries.Add(int64(len(b.recs)))
+		b.q.topic.metrics.retries.Add(int64(len(b.recs)))
 		backoff := broker.Backoff(p.cfg.RetryBackoff, p.cfg.RetryBackoffMax, b.attempts-1)
 		b.retryAt = now.Add(backoff)
 		p.log.Debug("retrying batch", "topic", b.q.topic.name, "partition", b.q.partition,
@@ -632,6 +646,10 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	}
 	b.completed = true
 	delete(s.inFlightB, b)
+	if err != nil {
+		s.p.metrics.errors.Add(int64(len(b.recs)))
+		b.q.topic.metrics.errors.Add(int64(len(b.recs)))
+	}
 	if s.idemOn {
 		s.onBatchDone(b, err)
 	}

@@ -1,0 +1,67 @@
+package kprod
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestMetrics(t *testing.T) {
+	c := newFake(t, 3)
+	cfg := testConfig(c)
+	cfg.RetryBackoff = 5 * time.Millisecond
+	p := newTestProducer(t, cfg)
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.NotEnoughReplicas, Count: 2})
+	const n = 3000
+	val := make([]byte, 100)
+	for i := 0; i < n; i++ {
+		p.Send(context.Background(), &Record{Topic: "t", Value: val}, nil)
+	}
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A record that fails before it is buffered is not "sent".
+	p.Send(context.Background(), &Record{Topic: "t", Value: make([]byte, 2<<20)}, nil)
+
+	m := p.Metrics()
+	if m.RecordSendTotal < n || m.Topics["t"].RecordSendTotal != m.RecordSendTotal {
+		t.Fatalf("record-send-total %d (topic %d), want ≥ %d", m.RecordSendTotal, m.Topics["t"].RecordSendTotal, n)
+	}
+	if m.RecordRetryTotal == 0 || m.Topics["t"].RecordRetryTotal != m.RecordRetryTotal {
+		t.Fatalf("record-retry-total %d after two failed produce requests", m.RecordRetryTotal)
+	}
+	if m.RecordErrorTotal != 0 {
+		t.Fatalf("record-error-total %d, want 0", m.RecordErrorTotal)
+	}
+	if m.RecordSizeAvg < 100 || m.RecordSizeAvg > 120 || m.RecordSizeMax < m.RecordSizeAvg {
+		t.Fatalf("record-size-avg %.1f max %.1f for 100-byte values", m.RecordSizeAvg, m.RecordSizeMax)
+	}
+	if m.RequestTotal == 0 || m.BatchSizeAvg <= 0 || m.RecordsPerRequestAvg <= 1 || m.RequestLatencyAvg <= 0 {
+		t.Fatalf("request metrics not counted: %+v", m)
+	}
+	if m.BufferTotalBytes != cfg.BufferMemory || m.BufferAvailableBytes <= 0 || m.BufferAvailableBytes > cfg.BufferMemory {
+		t.Fatalf("buffer-total-bytes %d available %d", m.BufferTotalBytes, m.BufferAvailableBytes)
+	}
+	if m.CompressionRateAvg < 0.99 || m.CompressionRateAvg > 1.01 {
+		t.Fatalf("compression-rate-avg %.3f without compression, want 1", m.CompressionRateAvg)
+	}
+	for _, name := range []string{"record-send-rate", "byte-rate", "request-latency-max", "records-per-request-avg",
+		"record-queue-time-avg", "produce-throttle-time-max", "requests-in-flight", "bufferpool-wait-time-ns-total",
+		"record-send-total{topic=t}"} {
+		if _, ok := m.Map()[name]; !ok {
+			t.Fatalf("Map() has no %q", name)
+		}
+	}
+	time.Sleep(1100 * time.Millisecond)
+	for i := 0; i < 100; i++ {
+		p.Send(context.Background(), &Record{Topic: "t", Value: val}, nil)
+	}
+	p.Flush(context.Background())
+	if r := p.Metrics().RecordSendRate; r <= 0 {
+		t.Fatalf("record-send-rate %.1f after sending more", r)
+	}
+}
