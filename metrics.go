@@ -200,8 +200,9 @@ func (s *stat) maxValue() float64 { return float64(s.max.Load()) / 1000 }
 // each Metrics call remembers the counters it saw, and a rate is the
 // increase since the oldest remembered value at most 30 s old.
 type rateWindow struct {
-	mu   sync.Mutex
-	seen map[string][]sample // guarded by mu
+	start time.Time // every counter was 0 then; set by NewProducer
+	mu    sync.Mutex
+	seen  map[string][]sample // guarded by mu
 }
 
 type sample struct {
@@ -218,6 +219,9 @@ func (w *rateWindow) rate(now time.Time, key string, total int64) float64 {
 		w.seen = map[string][]sample{}
 	}
 	ss := w.seen[key]
+	if len(ss) == 0 && !w.start.IsZero() {
+		ss = []sample{{w.start, 0}}
+	}
 	for len(ss) > 1 && now.Sub(ss[1].at) >= rateSpan {
 		ss = ss[1:] // keep one sample at least rateSpan old, if any
 	}

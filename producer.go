@@ -88,6 +88,7 @@ func NewProducer(cfg Config) (*Producer, error) {
 	}
 	p := &Producer{cfg: cfg, log: log, guaranteeOrder: !cfg.Idempotent() && cfg.MaxInFlight == 1}
 	p.closing, p.stopWaiting = context.WithCancel(context.Background())
+	p.metrics.window.start = time.Now()
 	if cfg.TransactionalID != "" {
 		p.txn = newTxnManager(p)
 	}

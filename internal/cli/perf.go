@@ -67,7 +67,7 @@ func newPerfCmd() *perfCmd {
 		"the number of first records to treat as warmup: they are left out of an extra steady-state summary line printed after the complete test summary")
 	fs.boolVar(&c.json, []string{"--json"}, "print the results as one JSON object on stdout, and nothing else there (periodic lines go to stderr)")
 	fs.boolVar(&c.printMetrics, []string{"--print-metrics"},
-		"print metrics at the end of the test. kprod has no producer metrics yet: this prints the tool's own counts (records, bytes, errors by type)")
+		"print the producer's metrics (Java's names: record-send-rate, request-latency-avg, ...) and the tool's own counts at the end of the test")
 	fs.intVar(&c.reportingMs, []string{"--reporting-interval"}, "MS",
 		"print the periodic line every MS milliseconds (Java's tool: always 5000)")
 	c.partitionsDef = fs.intVar(&c.partitions, []string{"--partitions"}, "N",
@@ -97,6 +97,7 @@ type perfRun struct {
 	fails         failures
 	sent          atomic.Int64
 	fatal         atomic.Pointer[error]
+	metrics       kprod.Metrics // the producer's, taken after the last record
 }
 
 func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -167,6 +168,7 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 	interrupted := c.produce(ctx, p, r, newPayloadGen(c, payloads))
 	closeErr := closeProducer(ctx, p, cfg.DeliveryTimeout)
 	end := time.Now()
+	r.metrics = p.Metrics()
 	rep.stop()
 
 	if f := r.fatal.Load(); f != nil {
@@ -364,7 +366,7 @@ func (c *perfCmd) report(stdout, stderr io.Writer, r *perfRun, end time.Time, em
 		fmt.Fprintf(stdout, "%d records failed: %s.\n", failed, r.fails.summary())
 	}
 	if c.printMetrics {
-		printMetrics(stdout, total, r.sent.Load(), failed, errs)
+		printMetrics(stdout, r.metrics, total, r.sent.Load(), failed, errs)
 	}
 }
 
@@ -383,19 +385,25 @@ type perfJSON struct {
 	SteadyState   *result          `json:"steady_state,omitempty"`
 }
 
-func printMetrics(w io.Writer, r result, sent, failed int64, errs map[string]int64) {
+// printMetrics prints the producer's metrics by their Java names, as
+// the Java tool's --print-metrics does, then the tool's own counts.
+func printMetrics(w io.Writer, m kprod.Metrics, r result, sent, failed int64, errs map[string]int64) {
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "kprod has no producer metrics yet; these are kprod perf's own counts:")
-	rows := [][2]string{
-		{"record-send-total", strconv.FormatInt(sent, 10)},
-		{"record-ack-total", strconv.FormatInt(r.Records, 10)},
-		{"record-error-total", strconv.FormatInt(failed, 10)},
-		{"byte-ack-total", strconv.FormatInt(r.Bytes, 10)},
-		{"record-latency-avg-ms", fmt.Sprintf("%.3f", r.AvgLatencyMs)},
-		{"record-latency-max-ms", fmt.Sprintf("%.3f", r.MaxLatencyMs)},
+	var rows [][2]string
+	all := m.Map()
+	for _, k := range m.MetricNames() {
+		rows = append(rows, [2]string{"producer-metrics:" + k, strconv.FormatFloat(all[k], 'f', 3, 64)})
 	}
+	rows = append(rows,
+		[2]string{"perf:record-send-total", strconv.FormatInt(sent, 10)},
+		[2]string{"perf:record-ack-total", strconv.FormatInt(r.Records, 10)},
+		[2]string{"perf:record-error-total", strconv.FormatInt(failed, 10)},
+		[2]string{"perf:byte-ack-total", strconv.FormatInt(r.Bytes, 10)},
+		[2]string{"perf:record-latency-avg-ms", fmt.Sprintf("%.3f", r.AvgLatencyMs)},
+		[2]string{"perf:record-latency-max-ms", fmt.Sprintf("%.3f", r.MaxLatencyMs)},
+	)
 	for _, k := range sortedKeys(errs) {
-		rows = append(rows, [2]string{"record-error-total{type=" + k + "}", strconv.FormatInt(errs[k], 10)})
+		rows = append(rows, [2]string{"perf:record-error-total{type=" + k + "}", strconv.FormatInt(errs[k], 10)})
 	}
 	width := len("Metric Name")
 	for _, row := range rows {
