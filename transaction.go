@@ -100,7 +100,10 @@ type txnManager struct {
 	begun   time.Time
 	bump    bool // abort must bump the epoch (v1): a batch with a sequence failed
 	endSent bool // EndTxn(commit) was sent: only a retried commit can learn the outcome
-	offsets bool // SendOffsetsToTransaction ran in this transaction
+	// aborted: the coordinator has aborted the transaction and we hold
+	// its current epoch (recoverFenced); the abort has nothing left to
+	// ask of it.
+	aborted bool
 
 	// v1 AddPartitionsToTxn, run by one goroutine at a time (adding)
 	// that the sender starts; requested remembers in which transaction a
@@ -292,7 +295,7 @@ func (p *Producer) BeginTransaction() error {
 	}
 	t.state = txnInTransaction
 	t.gen.Add(1)
-	t.started, t.begun, t.bump, t.endSent, t.offsets = false, time.Time{}, false, false, false
+	t.started, t.begun, t.bump, t.endSent, t.aborted = false, time.Time{}, false, false, false
 	return nil
 }
 
@@ -365,6 +368,7 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[str
 	}
 	defer t.release()
 	if err := t.sendOffsets(ctx, offsets, group); err != nil {
+		err = t.recoverFenced(ctx, "SendOffsetsToTransaction", err)
 		if !errorsIsFatal(err) && !errorsIsAbortable(err) {
 			err = fmt.Errorf("%w: SendOffsetsToTransaction did not finish, so the offsets may or may not be in the transaction: %w", kerr.ErrTransactionAbortable, err)
 		}
@@ -420,6 +424,7 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 	t.mu.Unlock()
 	if started {
 		if err := t.endTxn(ctx, true); err != nil {
+			err = t.recoverFenced(ctx, "EndTxn(commit)", err)
 			t.fail(err)
 			return fmt.Errorf("CommitTransaction: %w", err)
 		}
@@ -483,18 +488,21 @@ func (t *txnManager) abort(ctx context.Context) error {
 		t.mu.Unlock()
 		return err
 	}
-	started, bump, v2 := t.started, t.bump, t.v2
+	started, bump, v2, done := t.started, t.bump, t.v2, t.aborted
 	skipEnd := bump && errorsIsCode(t.err, kerr.InvalidProducerIDMapping.Code)
 	t.mu.Unlock()
 	// v2 can end an empty transaction, and EndTxn bumps the epoch there:
 	// the bump a failed batch needs.
-	if (started || (v2 && bump)) && !skipEnd {
+	if !done && (started || (v2 && bump)) && !skipEnd {
 		if err := t.endTxn(ctx, false); err != nil {
-			t.fail(err)
-			return fmt.Errorf("AbortTransaction: %w", err)
+			if err = t.recoverFenced(ctx, "EndTxn(abort)", err); !errorsIsAbortable(err) {
+				t.fail(err)
+				return fmt.Errorf("AbortTransaction: %w", err)
+			}
+			done = true // the coordinator had aborted it already
 		}
 	}
-	if bump && !v2 {
+	if bump && !v2 && !done {
 		t.mu.Lock()
 		pid, epoch := t.pid, t.epoch
 		t.mu.Unlock()

@@ -81,25 +81,56 @@ func (t *txnManager) fatalErr(op string, err error) error {
 }
 
 // fencedErr is the fatal error of PRODUCER_FENCED or INVALID_PRODUCER_EPOCH
-// from a coordinator. A transaction that outlived transaction.timeout.ms
-// is aborted by its coordinator with an epoch bump, and the broker then
-// answers exactly as if another producer had taken over; the message says
-// which is likely.
+// from a coordinator. The coordinator's abort of a transaction that
+// outlived transaction.timeout.ms also bumps the epoch, and the broker
+// answers then exactly as if another producer had taken over: the callers
+// that can tell the two apart try recoverFenced first.
 func (t *txnManager) fencedErr(op string, err error) error {
 	t.mu.Lock()
-	pid, epoch, begun := t.pid, t.epoch, t.begun
+	pid, epoch := t.pid, t.epoch
 	t.mu.Unlock()
-	why := "a newer producer with the same transactional.id called InitTransactions"
-	if timeout := t.p.cfg.TransactionTimeout; !begun.IsZero() && time.Since(begun) >= timeout {
-		why = fmt.Sprintf("the transaction was open for %v, longer than transaction.timeout.ms (%v): its coordinator aborted it and bumped the epoch (or a newer producer with the same transactional.id took over); none of its records or offsets are visible to read_committed consumers",
-			time.Since(begun).Round(time.Millisecond), timeout)
-	}
-	return fmt.Errorf("%w (%w): transactional.id %q, producer id %d, epoch %d: %s: %s: %w; close this producer",
-		kerr.ErrProducerFenced, kerr.ErrFatal, t.id, pid, epoch, op, why, err)
+	return fmt.Errorf("%w (%w): transactional.id %q, producer id %d, epoch %d: %s: a newer producer with the same transactional.id called InitTransactions: %w",
+		kerr.ErrProducerFenced, kerr.ErrFatal, t.id, pid, epoch, op, err)
 }
 
 func abortableErr(op string, err error) error {
 	return fmt.Errorf("%w: %s: %w", kerr.ErrTransactionAbortable, op, err)
+}
+
+// recoverFenced asks the coordinator, after it (or a partition leader)
+// answered that our epoch is fenced, whether another producer took over
+// or it only aborted our transaction itself because it outlived
+// transaction.timeout.ms: InitProducerId with our producer id and epoch
+// (KIP-360, as KIP-588 meant for timeouts). The coordinator accepts that
+// epoch only if it is its current or its last one, which a newer
+// producer's InitProducerId makes impossible, so this never revives a
+// fenced producer. If it is accepted, the transaction is aborted (by the
+// timeout, or now, by this very request) and the producer holds the
+// current epoch: the error becomes abortable, and AbortTransaction has
+// nothing left to do but return. Otherwise err is returned as it is. The
+// caller holds sem.
+func (t *txnManager) recoverFenced(ctx context.Context, op string, err error) error {
+	if !errors.Is(err, kerr.ErrProducerFenced) {
+		return err
+	}
+	t.mu.Lock()
+	pid, epoch, begun := t.pid, t.epoch, t.begun
+	t.mu.Unlock()
+	npid, nepoch, ierr := t.initProducerID(ctx, pid, epoch)
+	if ierr != nil {
+		t.p.log.Debug("fenced: InitProducerId with our epoch refused too", "transactional_id", t.id, "err", ierr)
+		return err
+	}
+	why := "the transaction coordinator aborted the transaction"
+	if timeout := t.p.cfg.TransactionTimeout; !begun.IsZero() && time.Since(begun) >= timeout {
+		why = fmt.Sprintf("%s: it was open for %v, longer than transaction.timeout.ms (%v)", why, time.Since(begun).Round(time.Millisecond), timeout)
+	}
+	t.mu.Lock()
+	t.pid, t.epoch, t.aborted = npid, nepoch, true
+	t.idGen++
+	t.mu.Unlock()
+	t.p.log.Info("transaction aborted by its coordinator; producer epoch recovered", "transactional_id", t.id, "producer_id", npid, "epoch", nepoch, "old_epoch", epoch)
+	return fmt.Errorf("%w: %s: %s; none of its records or offsets are visible to read_committed consumers; call AbortTransaction, then go on", kerr.ErrTransactionAbortable, op, why)
 }
 
 // classify is the common handling of a transaction coordinator's error
@@ -384,12 +415,22 @@ func (t *txnManager) endTxn(ctx context.Context, commit bool) error {
 		return req
 	}, func(resp kmsg.Response) (txnStep, error) {
 		r := resp.(*kmsg.EndTxnResponse)
-		if commit && r.ErrorCode == kerr.InvalidTxnState.Code {
-			// The coordinator has no open transaction of ours to
-			// commit: it was aborted (timed out, or fenced by a newer
-			// producer whose epoch is just one above ours, which v2
-			// coordinators take for a retry of an earlier EndTxn).
-			return stepFail, t.fatalErr(op, fmt.Errorf("%w: the coordinator has no open transaction of this producer to commit: it was aborted (transaction.timeout.ms, or a newer producer with the same transactional.id)", kerr.InvalidTxnState))
+		if commit && v2 && r.ErrorCode == kerr.InvalidTxnState.Code {
+			// A v2 coordinator that aborted our transaction on
+			// transaction.timeout.ms bumped the epoch by one, and takes
+			// our EndTxn for a retry of one that ended the transaction
+			// (KIP-890): the transaction it ended was aborted, so a
+			// commit is invalid. EndTxn(abort) is then accepted the
+			// same way, and returns the current epoch: abortable.
+			t.mu.Lock()
+			begun := t.begun
+			t.mu.Unlock()
+			why := "the transaction coordinator aborted the transaction"
+			if timeout := t.p.cfg.TransactionTimeout; !begun.IsZero() && time.Since(begun) >= timeout {
+				why = fmt.Sprintf("%s: it was open for %v, longer than transaction.timeout.ms (%v)", why, time.Since(begun).Round(time.Millisecond), timeout)
+			}
+			return stepFail, fmt.Errorf("%w: %s: %s; none of its records or offsets are visible to read_committed consumers; call AbortTransaction, then go on: %w",
+				kerr.ErrTransactionAbortable, op, why, kerr.InvalidTxnState)
 		}
 		step, err := t.classify(op, r.ErrorCode, nil)
 		if step == stepDone && v2 && r.Version >= 5 && r.ProducerID >= 0 {
@@ -518,7 +559,6 @@ func (t *txnManager) sendOffsets(ctx context.Context, offsets map[string]map[int
 		// v2: TxnOffsetCommit v5 adds the group to the transaction itself.
 		t.started, t.begun = true, time.Now()
 	}
-	t.offsets = true
 	t.mu.Unlock()
 
 	pending := map[string]map[int32]Offset{}

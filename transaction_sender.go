@@ -40,6 +40,9 @@ type txnRound struct {
 	gen   uint64
 	v2    bool
 	err   error
+	// dropAll: the coordinator aborted the transaction: even batches
+	// sent once are not sent again.
+	dropAll bool
 }
 
 // txnPrepare is the transactional producer's ensureProducerID: it reports
@@ -47,7 +50,7 @@ type txnRound struct {
 func (s *sender) txnPrepare() bool {
 	t := s.p.txn
 	t.mu.Lock()
-	s.txn.round = txnRound{state: t.state, gen: t.gen.Load(), v2: t.v2, err: t.err}
+	s.txn.round = txnRound{state: t.state, gen: t.gen.Load(), v2: t.v2, err: t.err, dropAll: t.aborted}
 	idGen, pid, epoch := t.idGen, t.pid, t.epoch
 	t.mu.Unlock()
 	r := s.txn.round
@@ -64,6 +67,14 @@ func (s *sender) txnPrepare() bool {
 	case txnFatal:
 		s.abortQueued(func(*batch) error { return r.err })
 		return false
+	case txnAbortable, txnAborting:
+		if r.dropAll {
+			s.abortQueued(func(b *batch) error {
+				return fmt.Errorf("%w: %d records for %s[%d]: %w", kerr.ErrTransactionAborted, len(b.recs), b.q.topic.name, b.q.partition, r.err)
+			})
+		}
+	}
+	switch r.state {
 	case txnAbortable:
 		s.abortUnsent(func(b *batch) error {
 			return fmt.Errorf("%w: %d records for %s[%d] were not sent: %w", kerr.ErrTransactionAborted, len(b.recs), b.q.topic.name, b.q.partition, r.err)
@@ -158,6 +169,10 @@ func (t *txnManager) addLoop(ctx context.Context) {
 			t.p.log.Debug("partitions added to the transaction", "transactional_id", t.id, "partitions", len(parts), "transaction", gen)
 		case errors.Is(err, errAbandoned), ctx.Err() != nil:
 		default:
+			if t.acquire(ctx) == nil {
+				err = t.recoverFenced(ctx, "AddPartitionsToTxn", err)
+				t.release()
+			}
 			t.fail(err)
 		}
 		t.p.snd.wake()
@@ -241,16 +256,25 @@ func (s *sender) txnBatchFailed(b *batch, err error) {
 	}
 	t := s.p.txn
 	var terr error
-	switch {
-	case errorsIsCode(err, kerr.ProducerFenced.Code):
-		terr = t.fencedErr(fmt.Sprintf("Produce to %s[%d]", b.q.topic.name, b.q.partition), err)
-	case errorsIsFatal(err):
+	if errorsIsFatal(err) {
 		terr = err
-	default:
-		// INVALID_PRODUCER_EPOCH from a partition leader is abortable
-		// (KIP-588): the coordinator may have aborted the transaction
-		// on its timeout; the abort finds out whether we are fenced.
-		terr = fmt.Errorf("%w: %d records for %s[%d] failed: %w", kerr.ErrTransactionAbortable, len(b.recs), b.q.topic.name, b.q.partition, err)
+	} else {
+		// INVALID_PRODUCER_EPOCH or PRODUCER_FENCED from a partition
+		// leader is abortable too (KIP-588): the leader cannot tell a
+		// newer producer from the coordinator's abort of a transaction
+		// that outlived transaction.timeout.ms; the abort asks the
+		// coordinator (recoverFenced).
+		hint := ""
+		if errorsIsCode(err, kerr.InvalidProducerEpoch.Code) || errorsIsCode(err, kerr.ProducerFenced.Code) {
+			t.mu.Lock()
+			begun := t.begun
+			t.mu.Unlock()
+			if timeout := s.p.cfg.TransactionTimeout; !begun.IsZero() && time.Since(begun) >= timeout {
+				hint = fmt.Sprintf(" (the transaction has been open for %v, longer than transaction.timeout.ms %v: its coordinator has most likely aborted it)",
+					time.Since(begun).Round(time.Millisecond), timeout)
+			}
+		}
+		terr = fmt.Errorf("%w: %d records for %s[%d] failed%s: %w", kerr.ErrTransactionAbortable, len(b.recs), b.q.topic.name, b.q.partition, hint, err)
 	}
 	t.mu.Lock()
 	if b.seq != noSeq {
