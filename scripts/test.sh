@@ -56,9 +56,17 @@ done
 vet_status=0
 say "go vet ${vet_pkgs[*]}"
 go vet "${vet_pkgs[@]}" || vet_status=$?
-if ((vet_status == 0)) && [[ -f bench/go.mod ]]; then
-	say "go vet ./... in bench/"
-	(cd bench && go vet ./...) || vet_status=$?
+# The modules of their own (bench/, kprom/) are vetted too; kprom's unit
+# tests need no cluster and run here.
+for mod in bench kprom; do
+	if ((vet_status == 0)) && [[ -f $mod/go.mod ]]; then
+		say "go vet ./... in $mod/"
+		(cd "$mod" && go vet ./...) || vet_status=$?
+	fi
+done
+if ((vet_status == 0)) && [[ -f kprom/go.mod ]] && ((${#vet_pkgs[@]} == 1)) && [[ ${vet_pkgs[0]} == ./... ]]; then
+	say "go test ./... in kprom/"
+	(cd kprom && go test -race -count=1 ./...) || vet_status=$?
 fi
 
 up_status=0
