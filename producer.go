@@ -230,11 +230,10 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 	}
 	q := p.acc.queue(t, part)
 	if p.txn != nil {
-		done, err := p.txn.beginSend(r.Topic)
-		if err != nil {
+		if err := p.txn.beginSend(r.Topic); err != nil {
 			return err
 		}
-		defer done()
+		defer p.txn.appendMu.RUnlock()
 	}
 	maxBlock := p.cfg.MaxBlock - time.Since(start)
 	if err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock); err != nil {

@@ -299,7 +299,7 @@ func (p *Producer) BeginTransaction() error {
 	return nil
 }
 
-// checkSendLocked is Send's check on a transactional producer: records
+// checkSend is Send's check on a transactional producer: records
 // may be sent only inside a transaction.
 func (t *txnManager) checkSend(topic string) error {
 	t.mu.Lock()
@@ -317,16 +317,16 @@ func (t *txnManager) checkSend(topic string) error {
 		kerr.ErrTransactionState, topic, t.state)
 }
 
-// beginSend is called by Send right before it appends: it holds appendMu
-// for reading until the returned func is called, so that a commit or
-// abort waits for the append.
-func (t *txnManager) beginSend(topic string) (func(), error) {
+// beginSend is called by Send right before it appends: on success it
+// holds appendMu for reading, which Send releases after the append, so
+// that a commit or abort waits for the append.
+func (t *txnManager) beginSend(topic string) error {
 	t.appendMu.RLock()
 	if err := t.checkSend(topic); err != nil {
 		t.appendMu.RUnlock()
-		return nil, err
+		return err
 	}
-	return t.appendMu.RUnlock, nil
+	return nil
 }
 
 // SendOffsetsToTransaction adds consumer offsets to the current

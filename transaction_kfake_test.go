@@ -566,3 +566,55 @@ func TestTxnCloseAbortsOpenTransaction(t *testing.T) {
 	}
 	checkTxnVisibility(t, c.ListenAddrs(), "t", nil, 0)
 }
+
+// BenchmarkTxnAppend is BenchmarkAppend inside one transaction: the
+// transactional checks on the send path must not allocate.
+func BenchmarkTxnAppend(b *testing.B) {
+	c := newFakeB(b, 6)
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = c.ListenAddrs()
+	cfg.TransactionalID = "bench"
+	p, err := NewProducer(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	ctx := context.Background()
+	if err := p.InitTransactions(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		b.Fatal(err)
+	}
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		b.Fatal(err)
+	}
+	const ring = 1 << 16
+	recs := make([]Record, ring)
+	free := make(chan int, ring)
+	idx := map[*Record]int{}
+	for i := range recs {
+		free <- i
+		idx[&recs[i]] = i
+	}
+	val := make([]byte, 100)
+	ts := time.Now()
+	cb := func(r *Record, err error) {
+		if err != nil {
+			b.Error(err)
+		}
+		free <- idx[r]
+	}
+	b.SetBytes(int64(len(val)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		i := <-free
+		r := &recs[i]
+		*r = Record{Topic: "t", Value: val, Timestamp: ts}
+		p.Send(ctx, r, cb)
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
