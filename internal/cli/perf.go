@@ -41,6 +41,7 @@ type perfCmd struct {
 	partitions       int64
 	reportingMs      int64
 	pf               producerFlags
+	txn              perfTxn // --transactional-id, --transaction-duration-ms (perf_txn.go)
 
 	fs            *flagSet
 	recordSizeDef *flagDef
@@ -72,6 +73,7 @@ func newPerfCmd() *perfCmd {
 		"print the periodic line every MS milliseconds (Java's tool: always 5000)")
 	c.partitionsDef = fs.intVar(&c.partitions, []string{"--partitions"}, "N",
 		"partitions of the topic in the embedded cluster; ignored with --bootstrap-server")
+	c.txn.register(fs)
 	c.fs = fs
 	return c
 }
@@ -121,6 +123,9 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	cfg, err := c.pf.build(map[string]string{"client.id": "perf-producer-client"})
 	if err != nil {
+		return usageFail(stderr, "perf", err)
+	}
+	if err := c.txn.apply(&cfg); err != nil {
 		return usageFail(stderr, "perf", err)
 	}
 	embedded := len(cfg.BootstrapServers) == 0
@@ -265,11 +270,14 @@ func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, ge
 		}
 	}()
 	start := time.Now()
+	if !c.txn.init(ctx, p, r) {
+		return ctx.Err() != nil
+	}
 	for i := int64(0); i < c.numRecords; i++ {
 		if ctx.Err() != nil {
 			return true
 		}
-		if r.fatal.Load() != nil {
+		if r.fatal.Load() != nil || !c.txn.begin(p, r) {
 			return false
 		}
 		value := gen.next(i)
@@ -335,6 +343,12 @@ func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, ge
 				}
 			}
 		}
+		if !c.txn.maybeCommit(ctx, p, r, false) {
+			return ctx.Err() != nil
+		}
+	}
+	if !c.txn.maybeCommit(ctx, p, r, true) {
+		return ctx.Err() != nil
 	}
 	return false
 }

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/kprod/kprod"
+)
+
+// perfTxn is kprod perf's --transactional-id and --transaction-duration-ms,
+// as Java's ProducerPerformance has them: with either, the records are sent
+// in transactions, each committed once it has been open for the duration
+// (and the last one at the end). The commit's time counts in the run, as
+// it does in Java's tool.
+type perfTxn struct {
+	id         string
+	durationMs int64
+	durDef     *flagDef
+	dur        time.Duration // 0: no transactions
+	open       bool
+	start      time.Time
+}
+
+func (t *perfTxn) register(fs *flagSet) {
+	fs.stringVar(&t.id, []string{"--transactional-id"}, "TRANSACTIONAL-ID",
+		"send the records in transactions with this transactional.id; it takes precedence over transactional.id in the other flags. With only --transaction-duration-ms, the id is performance-producer-<random uuid>")
+	t.durDef = fs.intVar(&t.durationMs, []string{"--transaction-duration-ms"}, "MS",
+		"commit each transaction once it has been open MS milliseconds (greater than 0); 3000 when only a transactional id is given")
+}
+
+// apply sets the transactional id as Java's tool does and decides whether
+// the run uses transactions.
+func (t *perfTxn) apply(cfg *kprod.Config) error {
+	if t.durDef.wasSet && t.durationMs <= 0 {
+		return usagef("--transaction-duration-ms should be greater than zero")
+	}
+	if t.id != "" {
+		cfg.TransactionalID = t.id
+	}
+	if cfg.TransactionalID == "" && !t.durDef.wasSet {
+		return nil
+	}
+	if cfg.TransactionalID == "" {
+		var u [16]byte
+		_, _ = rand.Read(u[:])
+		u[6], u[8] = u[6]&0x0f|0x40, u[8]&0x3f|0x80 // version 4, variant 10
+		cfg.TransactionalID = fmt.Sprintf("performance-producer-%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
+	}
+	ms := t.durationMs
+	if !t.durDef.wasSet {
+		ms = 3000
+	}
+	t.dur = time.Duration(ms) * time.Millisecond
+	return nil
+}
+
+func (t *perfTxn) fail(r *perfRun, err error) bool {
+	r.fatal.CompareAndSwap(nil, &err)
+	return false
+}
+
+// init calls InitTransactions; false stops the run.
+func (t *perfTxn) init(ctx context.Context, p *kprod.Producer, r *perfRun) bool {
+	if t.dur == 0 {
+		return true
+	}
+	if err := p.InitTransactions(ctx); err != nil {
+		return t.fail(r, err)
+	}
+	return true
+}
+
+// begin starts a transaction before a record if none is open.
+func (t *perfTxn) begin(p *kprod.Producer, r *perfRun) bool {
+	if t.dur == 0 || t.open {
+		return true
+	}
+	if err := p.BeginTransaction(); err != nil {
+		return t.fail(r, err)
+	}
+	t.open, t.start = true, time.Now()
+	return true
+}
+
+// maybeCommit commits the open transaction once its duration has passed,
+// or at the end of the run.
+func (t *perfTxn) maybeCommit(ctx context.Context, p *kprod.Producer, r *perfRun, last bool) bool {
+	if !t.open || (!last && time.Since(t.start) < t.dur) {
+		return true
+	}
+	t.open = false
+	if err := p.CommitTransaction(ctx); err != nil {
+		return t.fail(r, fmt.Errorf("commit: %w", err))
+	}
+	return true
+}
