@@ -15,7 +15,7 @@
 //     its own process, so that the broker's CPU is not the client's.
 //
 // Each client runs in a separate process so that CPU seconds (user+sys)
-// and peak RSS (ru_maxrss) belong to that client alone.
+// and peak RSS (VmHWM) belong to that client alone.
 package main
 
 import (
