@@ -21,7 +21,8 @@ import (
 // fails what the state says must not be sent: everything after a fatal
 // error; the batches never sent while the transaction is abortable or
 // being aborted (those sent once keep their sequence and are retried to
-// completion, as Java's abortUndrainedBatches does). With transactions v1
+// completion, as Java's abortUndrainedBatches does, unless the
+// coordinator has aborted the transaction already). With transactions v1
 // a partition's batches are drained only once the partition is in the
 // transaction; the sender collects the partitions that are not and hands
 // them to the AddPartitionsToTxn goroutine (addLoop), which wakes it when
@@ -68,20 +69,11 @@ func (s *sender) txnPrepare() bool {
 		s.abortQueued(func(*batch) error { return r.err })
 		return false
 	case txnAbortable, txnAborting:
-		if r.dropAll {
-			s.abortQueued(func(b *batch) error {
-				return fmt.Errorf("%w: %d records for %s[%d]: %w", kerr.ErrTransactionAborted, len(b.recs), b.q.topic.name, b.q.partition, r.err)
-			})
-		}
-	}
-	switch r.state {
-	case txnAbortable:
-		s.abortUnsent(func(b *batch) error {
+		s.abortTxnBatches(r.gen, r.dropAll, func(b *batch) error {
+			if r.state == txnAborting && r.err == nil {
+				return fmt.Errorf("%w: %d records for %s[%d] were not sent before AbortTransaction", kerr.ErrTransactionAborted, len(b.recs), b.q.topic.name, b.q.partition)
+			}
 			return fmt.Errorf("%w: %d records for %s[%d] were not sent: %w", kerr.ErrTransactionAborted, len(b.recs), b.q.topic.name, b.q.partition, r.err)
-		})
-	case txnAborting:
-		s.abortUnsent(func(b *batch) error {
-			return fmt.Errorf("%w: %d records for %s[%d] were not sent before AbortTransaction", kerr.ErrTransactionAborted, len(b.recs), b.q.topic.name, b.q.partition)
 		})
 	}
 	return s.idem.have
@@ -202,15 +194,24 @@ func (s *sender) txnProduce(req *kmsg.ProduceRequest) kmsg.Request {
 	return req
 }
 
-// abortUnsent fails the batches that were never sent (no sequence
-// assigned); batches sent once stay, to be retried to completion.
-func (s *sender) abortUnsent(why func(*batch) error) {
+// abortTxnBatches fails the batches of transaction gen that were never
+// sent (no sequence assigned), or all of its queued batches if all; the
+// others stay, to be retried to completion. It stops if a newer
+// transaction has begun since the round's snapshot: the old one then
+// ended, after every batch of it completed, so what is queued is the new
+// one's (a Send appends only after BeginTransaction counted it, hence the
+// check under q.mu).
+func (s *sender) abortTxnBatches(gen uint64, all bool, why func(*batch) error) {
 	for _, q := range *s.p.acc.parts.Load() {
 		q.mu.Lock()
+		if s.p.txn.gen.Load() != gen {
+			q.mu.Unlock()
+			return
+		}
 		var drop []*batch
 		keep := q.batches[:0]
 		for _, b := range q.batches {
-			if b.wire == nil {
+			if all || b.wire == nil {
 				b.full = true
 				drop = append(drop, b)
 			} else {
