@@ -398,6 +398,10 @@ EOF
 # and a client certificate for mutual TLS (its key also PBES2-encrypted, for
 # ssl.key.password), in $TLS_DIR. Made afresh on every 'up' that formats.
 make_certs() {
+	if ! command -v openssl >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		log "installing openssl with apt-get"
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null || true
+	fi
 	command -v openssl >/dev/null 2>&1 || die "need openssl for KPROD_KAFKA_SECURITY=1"
 	rm -rf "$TLS_DIR"
 	mkdir -p "$TLS_DIR"
