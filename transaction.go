@@ -56,6 +56,11 @@ import (
 //     (InitProducerId with the current id and epoch, KIP-360) because the
 //     failed batch's sequence may be unresolved.
 //
+// InitTransactions, SendOffsetsToTransaction, CommitTransaction and
+// AbortTransaction block at most until their ctx ends or max.block.ms has
+// passed, as Java's do; after either, calling the method again resumes
+// where it stopped.
+//
 // Requests to coordinators are serialized, one at a time, as in Java.
 // Retriable coordinator answers are retried with retry.backoff.ms growing
 // to retry.backoff.max.ms: NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE
@@ -236,6 +241,8 @@ func (p *Producer) InitTransactions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
+	defer cancel()
 	t.mu.Lock()
 	if t.state != txnUninitialized && t.state != txnInitializing {
 		err := t.stateErrLocked("InitTransactions")
@@ -271,10 +278,10 @@ func (t *txnManager) initFailed(err error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
+	case isAuthorization(err):
+		t.state = txnUninitialized // as Java: retry once the ACL is fixed
 	case errorsIsFatal(err):
 		t.state, t.err = txnFatal, err
-	case isAuthorization(err):
-		t.state = txnUninitialized
 	}
 	return fmt.Errorf("InitTransactions: %w", err)
 }
@@ -346,6 +353,8 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[str
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
+	defer cancel()
 	if group.GroupID == "" {
 		return fmt.Errorf("%w: SendOffsetsToTransaction: the group id is empty", kerr.ErrTransactionState)
 	}
@@ -394,6 +403,8 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
+	defer cancel()
 	t.appendMu.Lock()
 	t.mu.Lock()
 	if t.state != txnInTransaction && t.state != txnCommitting {
@@ -444,6 +455,8 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
+	defer cancel()
 	if err := t.beginAbort(); err != nil {
 		return err
 	}
