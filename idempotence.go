@@ -119,7 +119,11 @@ func (s *sender) ensureProducerID(now time.Time) bool {
 	// real brokers) is tried again on another broker.
 	var be *kerr.BrokerError
 	if errors.As(err, &be) && !be.Retriable && be.Code != kerr.InvalidProducerEpoch.Code && be.Code != kerr.ProducerFenced.Code {
-		id.fatal = fmt.Errorf("%w: InitProducerId failed: %w; the idempotent producer cannot produce (does the principal have IDEMPOTENT_WRITE on the cluster? else set enable.idempotence=false)", kerr.ErrFatal, err)
+		hint := ""
+		if errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			hint = " (does the principal have IDEMPOTENT_WRITE on the cluster? else set enable.idempotence=false)"
+		}
+		id.fatal = fmt.Errorf("%w: InitProducerId failed: %w; the idempotent producer cannot produce%s", kerr.ErrFatal, err, hint)
 		s.p.log.Error("idempotent producer cannot get a producer id", "err", err)
 		return false
 	}
