@@ -21,8 +21,11 @@
 #   logs N [L]   print the last L (default 100) lines of node N's server.log
 #
 # Environment:
-#   KPROD_KAFKA_PORT_BASE  broker port of node 1 (default 39092); node N
+#   KPROD_KAFKA_PORT_BASE  broker port of node 1 (default 29092); node N
 #                          listens on BASE+N-1 and its controller on BASE+100+N-1
+#                          (the default keeps every port below Linux's
+#                          ephemeral range, 32768 up, so that no outgoing
+#                          connection can hold one when a node starts)
 #   KPROD_STATE            data + logs + pidfiles (default /tmp/kprod-kafka)
 #   KPROD_CACHE            where install puts the jars
 #                          (default $HOME/.cache/kprod/kafka-$KAFKA_VERSION)
@@ -57,7 +60,7 @@ REPO_ROOT=$(cd "$SCRIPT_DIR/.." && pwd)
 SUPPORT_DIR="$SCRIPT_DIR/kafka"
 CACHE=${KPROD_CACHE:-$HOME/.cache/kprod/kafka-$KAFKA_VERSION}
 STATE=${KPROD_STATE:-/tmp/kprod-kafka}
-PORT_BASE=${KPROD_KAFKA_PORT_BASE:-39092}
+PORT_BASE=${KPROD_KAFKA_PORT_BASE:-29092}
 CTRL_BASE=$((PORT_BASE + 100))
 HEAP=${KPROD_KAFKA_HEAP:--Xms512m -Xmx1g}
 UP_TIMEOUT=${KPROD_KAFKA_UP_TIMEOUT:-120}

@@ -7,7 +7,7 @@
 // bash scripts/test.sh starts the cluster and sets everything.
 //
 // Node numbers: script node N has Kafka node.id N and broker port
-// KPROD_KAFKA_PORT_BASE+N-1 (39092, 39093, 39094 by default), so the leader
+// KPROD_KAFKA_PORT_BASE+N-1 (29092, 29093, 29094 by default), so the leader
 // id in a Metadata response is the number to pass to Kill, Pause, Restart.
 //
 // Disruptive helpers (Kill, Pause, Resume, Restart) take a lock on the
@@ -43,7 +43,7 @@ import (
 const NumNodes = 3
 
 // DefaultPortBase is node 1's broker port unless KPROD_KAFKA_PORT_BASE is set.
-const DefaultPortBase = 39092
+const DefaultPortBase = 29092
 
 // PortBase returns node 1's broker port.
 func PortBase() int {
@@ -55,7 +55,7 @@ func PortBase() int {
 	return DefaultPortBase
 }
 
-// BrokerAddr returns node's broker address, e.g. 127.0.0.1:39093 for node 2.
+// BrokerAddr returns node's broker address, e.g. 127.0.0.1:29093 for node 2.
 func BrokerAddr(node int) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(PortBase()+node-1))
 }
@@ -75,7 +75,7 @@ func BootstrapAddrs() []string {
 	return ScriptAddrs()
 }
 
-// NodeForPort maps a broker address to its node number ("127.0.0.1:39093" ->
+// NodeForPort maps a broker address to its node number ("127.0.0.1:29093" ->
 // 2 with the default ports). It returns 0 for an address that is not one of
 // the cluster's broker ports.
 func NodeForPort(addr string) int {

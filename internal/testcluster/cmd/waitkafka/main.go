@@ -2,7 +2,7 @@
 // and Metadata and lists the expected brokers as registered. It is the
 // readiness check of scripts/kafka-cluster.sh ("up" and "restart N").
 //
-//	waitkafka -brokers 127.0.0.1:39092,127.0.0.1:39093 -expect 1,2,3 -timeout 120s
+//	waitkafka -brokers 127.0.0.1:29092,127.0.0.1:29093 -expect 1,2,3 -timeout 120s
 //
 // It exits 0 when ready, 1 on timeout, and early with 1 if one of -pids dies.
 package main
