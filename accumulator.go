@@ -186,7 +186,10 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	q.nextID++
 	b.bld.Reset(buf, ts)
 	b.bld.Append(ts, r.Key, r.Value, r.Headers)
-	b.recs = append(b.recs, pending{rec: r, cb: cb})
+	// One allocation for the callbacks of a batch of records like this
+	// one, instead of growing the slice record by record.
+	b.recs = make([]pending, 1, max(size/max(recSize-recbatch.HeaderSize, 1), 1))
+	b.recs[0] = pending{rec: r, cb: cb}
 	b.maxRecSize = recSize - recbatch.HeaderSize
 	b.sumRecSize = b.maxRecSize
 	// Registered before the batch is visible to the sender, so that it
