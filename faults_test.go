@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -155,7 +156,9 @@ func (f *faultRun) check(t *testing.T, brokers []string) faultCounts {
 			c.lost++
 		}
 	}
-	t.Logf("%s: %s (produce took %v)", f.name, c, f.finished.Sub(f.start).Round(time.Millisecond))
+	line := fmt.Sprintf("%s: %s (produce took %v)", f.name, c, f.finished.Sub(f.start).Round(time.Millisecond))
+	t.Log(line)
+	reportFaultCounts(t, line)
 	if c.failed > 0 {
 		f.mu.Lock()
 		byErr := map[string]int{}
@@ -192,6 +195,23 @@ func (c faultCounts) assertAtLeastOnce(t *testing.T, name string) {
 	if c.lost != 0 || c.extraCalls != 0 || c.acked+c.failed != c.sent {
 		t.Fatalf("%s: at-least-once broke its promise: %s", name, c)
 	}
+}
+
+// reportFaultCounts appends a scenario's counts to $KPROD_FAULT_REPORT,
+// which scripts/test.sh prints after the tests: go test shows the logs of
+// passing tests only with -v, and the counts belong in CI's output.
+func reportFaultCounts(t *testing.T, line string) {
+	path := os.Getenv("KPROD_FAULT_REPORT")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Logf("cannot write the fault report: %v", err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s %s\n", t.Name(), line)
 }
 
 // testLogger sends the producer's warnings and errors to the test log.

@@ -79,7 +79,10 @@ fi
 ((vet_status == 0)) || { say "go vet failed"; exit "$vet_status"; }
 
 KPROD_BROKERS=$(tail -n 1 "$up_out")
-export KPROD_BROKERS KPROD_INTEGRATION=1
+# The fault suite writes its lost/duplicated/reordered counts here; they
+# are printed after the tests (go test hides passing tests' logs).
+KPROD_FAULT_REPORT=$(mktemp)
+export KPROD_BROKERS KPROD_INTEGRATION=1 KPROD_FAULT_REPORT
 say "KPROD_BROKERS=$KPROD_BROKERS"
 
 args=("$@")
@@ -88,6 +91,11 @@ say "go test -race -count=1 -timeout 40m -p ${KPROD_TEST_P:-1} ${args[*]}"
 test_status=0
 go test -race -count=1 -timeout 40m -p "${KPROD_TEST_P:-1}" "${args[@]}" || test_status=$?
 
+if [[ -s $KPROD_FAULT_REPORT ]]; then
+	say "fault suite: lost / duplicated / reordered counts per scenario"
+	cat "$KPROD_FAULT_REPORT"
+fi
+rm -f "$KPROD_FAULT_REPORT"
 if ((test_status != 0)); then
 	"${CLUSTER[@]}" status || true
 	for n in 1 2 3; do
