@@ -47,7 +47,9 @@ func seededRand(t *testing.T) *rand.Rand {
 func askJava(t *testing.T, prog *javacompat.Program, mode string, questions []string) []string {
 	t.Helper()
 	out := prog.Run(t, 2*time.Minute, []byte(strings.Join(questions, "\n")+"\n"), mode)
-	answers := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	// One answer per line; an answer may be empty (an empty String
+	// serializes to no bytes), so only the final newline is cut.
+	answers := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	if len(answers) != len(questions) {
 		t.Fatalf("java %s: %d answers to %d questions", mode, len(answers), len(questions))
 	}
