@@ -26,6 +26,7 @@ type accumulator struct {
 	mu     sync.Mutex                             // serializes registry updates
 	topics atomic.Pointer[map[string]*topicState] // copy on write
 	parts  atomic.Pointer[[]*partq]               // every queue, for the sender; copy on write
+	last   atomic.Pointer[topicState]             // the topic of the last topic() call
 
 	// incomplete is every batch created and not yet completed, for
 	// Flush and Close (the Java client's IncompleteBatches).
@@ -44,9 +45,35 @@ type topicState struct {
 
 	metrics topicMetrics
 
+	// meta caches the topic's entry of one metadata snapshot, so that
+	// Send looks the name up once per snapshot, not once per record.
+	meta atomic.Pointer[topicSnap]
+
 	stickyMu    sync.Mutex
 	stickyPart  int32 // -1: pick one
 	stickyBytes int   // bytes sent to stickyPart since it was picked
+}
+
+type topicSnap struct {
+	snap *cluster.Snapshot
+	t    *cluster.Topic
+}
+
+// touch keeps the topic in metadata requests (metadata.max.idle.ms).
+func (t *topicState) touch(now time.Time) {
+	if u := t.use.Load(); u != nil {
+		u.Touch(now.UnixNano())
+	}
+}
+
+// metadata returns the topic's entry in snap (nil if it has none).
+func (t *topicState) metadata(snap *cluster.Snapshot) *cluster.Topic {
+	if m := t.meta.Load(); m != nil && m.snap == snap {
+		return m.t
+	}
+	mt := snap.Topics[t.name]
+	t.meta.Store(&topicSnap{snap: snap, t: mt})
+	return mt
 }
 
 // partq is one partition's deque of batches.
@@ -115,9 +142,15 @@ func newAccumulator(pool *bufferPool, batchSize int, linger time.Duration, seal 
 	return a
 }
 
-// topic returns the state of a topic, creating it on first use.
+// topic returns the state of a topic, creating it on first use. The
+// topic of the previous call is checked first: most producers send to one
+// topic, and comparing a name costs less than hashing it.
 func (a *accumulator) topic(name string) *topicState {
+	if t := a.last.Load(); t != nil && t.name == name {
+		return t
+	}
 	if t := (*a.topics.Load())[name]; t != nil {
+		a.last.Store(t)
 		return t
 	}
 	a.mu.Lock()
@@ -183,6 +216,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		q.batches[len(q.batches)-1].full = true
 	}
 	b := &batch{q: q, id: q.nextID, seq: noSeq, memSize: size, created: time.Now(), done: make(chan struct{})}
+	q.topic.touch(b.created)
 	q.nextID++
 	b.bld.Reset(buf, ts)
 	b.bld.Append(ts, r.Key, r.Value, r.Headers)

@@ -50,6 +50,8 @@ type Producer struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	clock clock // the send path's clock (clock.go)
 }
 
 var producerSeq atomic.Int64
@@ -191,28 +193,36 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 	if p.closed.Load() {
 		return fmt.Errorf("cannot send to %q: %w", r.Topic, kerr.ErrClosed)
 	}
-	start := time.Now()
+	// The clock is read only when needed: for the record's timestamp if
+	// it has none, and to bound a wait for metadata.
+	var start time.Time
 	if r.Timestamp.IsZero() {
+		start = p.clock.now()
 		// Kafka keeps milliseconds; report the timestamp the log will have.
 		r.Timestamp = time.UnixMilli(start.UnixMilli())
 	}
 	ts := r.Timestamp.UnixMilli()
 
 	t := p.acc.topic(r.Topic)
-	mt := p.cl.Snapshot().Topics[r.Topic]
+	mt := t.metadata(p.cl.Snapshot())
+	waited := false
 	if mt == nil || mt.Err != nil || len(mt.Partitions) == 0 ||
 		(r.PartitionSet && int(r.Partition) >= len(mt.Partitions)) {
+		if start.IsZero() {
+			start = p.clock.now()
+		}
 		var err error
 		if mt, err = p.waitMetadata(ctx, r, start); err != nil {
 			return err
 		}
+		waited = true
 	}
-	u := t.use.Load()
-	if u == nil {
-		u = p.cl.UseTopic(r.Topic) // the same handle for every caller
-		t.use.Store(u)
+	if t.use.Load() == nil {
+		// The same handle for every caller. It is touched (kept in
+		// metadata requests) whenever the topic gets a new batch and
+		// whenever the sender finds batches of it queued.
+		t.use.Store(p.cl.UseTopic(r.Topic))
 	}
-	u.Touch(start.UnixNano())
 
 	recSize := recbatch.RecordSize(0, 0, r.Key, r.Value, r.Headers) + recbatch.HeaderSize
 	// Java's ensureValidRecordSize: the uncompressed upper bound.
@@ -235,7 +245,10 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 		}
 		defer p.txn.appendMu.RUnlock()
 	}
-	maxBlock := p.cfg.MaxBlock - time.Since(start)
+	maxBlock := p.cfg.MaxBlock
+	if waited {
+		maxBlock -= time.Since(start)
+	}
 	if err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock); err != nil {
 		return fmt.Errorf("cannot buffer the record for %s[%d]: %w", r.Topic, part, err)
 	}

@@ -203,6 +203,7 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 			continue
 		}
 		b := q.batches[0]
+		q.topic.touch(now) // records wait for it: keep its metadata
 		soon(b.created.Add(p.cfg.DeliveryTimeout))
 		if b.retryAt.After(now) {
 			soon(b.retryAt)

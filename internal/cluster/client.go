@@ -91,9 +91,16 @@ type Use struct {
 	dropped atomic.Bool
 }
 
+// touchEvery is how stale lastUsed may get before Touch stores again: a
+// load costs less than a store to a line other goroutines read, and
+// metadata.max.idle.ms is minutes, not milliseconds.
+const touchEvery = int64(100 * time.Millisecond)
+
 // Touch records that the topic was used at now (unix nanos).
 func (u *Use) Touch(now int64) {
-	u.lastUsed.Store(now)
+	if now-u.lastUsed.Load() >= touchEvery {
+		u.lastUsed.Store(now)
+	}
 	if u.dropped.Load() {
 		u.c.revive(u)
 	}
