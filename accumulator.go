@@ -34,7 +34,9 @@ type accumulator struct {
 	incomplete map[*batch]struct{}
 
 	flushes atomic.Int32 // flushes in progress: linger is skipped while > 0
-	wake    func()       // wakes the sender; must not block
+
+	released []*batch // released, to be recycled; sender goroutine only
+	wake     func()   // wakes the sender; must not block
 }
 
 // topicState is what Send needs per topic, found with one map load.
@@ -53,6 +55,9 @@ type topicState struct {
 	stickyPart  int32 // -1: pick one
 	stickyBytes int   // bytes sent to stickyPart since it was picked
 }
+
+// cacheLinePad separates fields that different goroutines write often.
+type cacheLinePad [64]byte
 
 type topicSnap struct {
 	snap *cluster.Snapshot
@@ -84,6 +89,11 @@ type partq struct {
 	mu      sync.Mutex
 	batches []*batch // front is [0]; guarded by mu
 	nextID  uint64   // creation order of batches; guarded by mu
+
+	// The fields above are written by Send for every record, those below
+	// by the sender for every batch: on separate cache lines, so that
+	// neither side's writes evict what the other is using.
+	_ cacheLinePad
 
 	// Owned by the sender goroutine.
 	inflight   int      // batches of this partition in flight
@@ -124,9 +134,11 @@ type batch struct {
 	sent      bool  // written to a broker at least once
 	lastErr   error // of the last failed attempt
 	retryAt   time.Time
-	inFlight  bool          // in a request not yet answered
-	completed bool          // callbacks have run
-	done      chan struct{} // closed when every callback has run
+	inFlight  bool // in a request not yet answered
+	completed bool // callbacks have run
+	// done is closed when every callback has run; made only for a
+	// Flush that waits for the batch. Guarded by accumulator.incMu.
+	done chan struct{}
 }
 
 type pending struct {
@@ -215,15 +227,12 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	if !first {
 		q.batches[len(q.batches)-1].full = true
 	}
-	b := &batch{q: q, id: q.nextID, seq: noSeq, memSize: size, created: time.Now(), done: make(chan struct{})}
+	b := newBatch(q, size, max(size/max(recSize-recbatch.HeaderSize, 1), 1))
 	q.topic.touch(b.created)
 	q.nextID++
 	b.bld.Reset(buf, ts)
 	b.bld.Append(ts, r.Key, r.Value, r.Headers)
-	// One allocation for the callbacks of a batch of records like this
-	// one, instead of growing the slice record by record.
-	b.recs = make([]pending, 1, max(size/max(recSize-recbatch.HeaderSize, 1), 1))
-	b.recs[0] = pending{rec: r, cb: cb}
+	b.recs = append(b.recs, pending{rec: r, cb: cb})
 	b.maxRecSize = recSize - recbatch.HeaderSize
 	b.sumRecSize = b.maxRecSize
 	// Registered before the batch is visible to the sender, so that it
@@ -264,12 +273,15 @@ func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Re
 }
 
 // snapshotIncomplete returns the done channels of every batch not yet
-// completed, for Flush.
+// completed, for Flush. A batch gets its channel only when a Flush asks.
 func (a *accumulator) snapshotIncomplete() []chan struct{} {
 	a.incMu.Lock()
 	defer a.incMu.Unlock()
 	out := make([]chan struct{}, 0, len(a.incomplete))
 	for b := range a.incomplete {
+		if b.done == nil {
+			b.done = make(chan struct{})
+		}
 		out = append(out, b.done)
 	}
 	return out
@@ -285,13 +297,46 @@ func (a *accumulator) hasIncomplete() bool {
 func (a *accumulator) finish(b *batch) {
 	a.incMu.Lock()
 	delete(a.incomplete, b)
+	if b.done != nil {
+		close(b.done)
+	}
 	a.incMu.Unlock()
-	close(b.done)
 }
 
 // release returns a completed batch's buffer to the pool; the batch must
-// not be in flight any more.
+// not be in flight any more. The batch itself is recycled later, by
+// recycle: the sender may still look at it until its loop comes round.
+// Sender goroutine only.
 func (a *accumulator) release(b *batch) {
 	a.pool.release(b.bld.Release(), b.memSize)
 	b.wire = nil
+	a.released = append(a.released, b)
+}
+
+// recycle hands the batches released since the last call to batchPool.
+// The sender calls it at the top of its loop, when it holds no batch.
+func (a *accumulator) recycle() {
+	for i, b := range a.released {
+		recs := b.recs[:0] // complete cleared every entry
+		*b = batch{recs: recs}
+		batchPool.Put(b)
+		a.released[i] = nil
+	}
+	a.released = a.released[:0]
+}
+
+// batchPool recycles batches with their callback slices: a batch of
+// small records holds a slice of a few kilobytes, which would otherwise
+// be allocated (and zeroed) anew for every batch.
+var batchPool = sync.Pool{New: func() any { return new(batch) }}
+
+// newBatch returns an empty batch of q charged memSize bytes, with room
+// for about recs callbacks.
+func newBatch(q *partq, memSize, recs int) *batch {
+	b := batchPool.Get().(*batch)
+	b.q, b.id, b.seq, b.memSize, b.created = q, q.nextID, noSeq, memSize, time.Now()
+	if cap(b.recs) < recs {
+		b.recs = make([]pending, 0, recs)
+	}
+	return b
 }

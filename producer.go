@@ -40,7 +40,11 @@ type Producer struct {
 
 	// sendMu is held for reading by every Send while it appends, and for
 	// writing by Close, so that Close knows no Send is still buffering.
+	// Every Send writes it: it gets a cache line of its own, so that the
+	// sender goroutine's reads of the fields around it do not miss.
+	_      cacheLinePad
 	sendMu sync.RWMutex
+	_      cacheLinePad
 	closed atomic.Bool
 
 	// closing ends metadata waits of Sends under way when Close starts,

@@ -93,6 +93,7 @@ func (s *sender) run() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		s.p.acc.recycle()
 		s.handleResults()
 		now := time.Now()
 		closing, forced := isClosed(s.closing), isClosed(s.force)
