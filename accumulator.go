@@ -262,10 +262,9 @@ func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Re
 		return false
 	}
 	b := q.batches[n-1]
-	if b.full || !b.bld.HasRoomFor(ts, r.Key, r.Value, r.Headers, b.memSize) {
+	if b.full || !b.bld.TryAppend(ts, r.Key, r.Value, r.Headers, b.memSize) {
 		return false
 	}
-	b.bld.Append(ts, r.Key, r.Value, r.Headers)
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
 	b.maxRecSize = max(b.maxRecSize, recSize-recbatch.HeaderSize)
 	b.sumRecSize += recSize - recbatch.HeaderSize

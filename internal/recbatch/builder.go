@@ -279,12 +279,32 @@ func (b *Builder) Append(tsMs int64, key, value []byte, headers []Header) (offse
 	if b.sealed != nil {
 		panic("recbatch: Append to a sealed batch")
 	}
+	tsDelta := tsMs - b.baseTs
+	body := recordBodySize(b.n, tsDelta, key, value, headers)
+	return b.append(tsMs, tsDelta, body, key, value, headers)
+}
+
+// TryAppend is HasRoomFor and Append in one, computing the record's size
+// once: it appends the record and returns true if it fits under limit,
+// else leaves the batch as it is and returns false.
+func (b *Builder) TryAppend(tsMs int64, key, value []byte, headers []Header, limit int) bool {
+	if b.sealed != nil {
+		return false
+	}
+	tsDelta := tsMs - b.baseTs
+	body := recordBodySize(b.n, tsDelta, key, value, headers)
+	if b.n > 0 && limit < b.estimatedSize()+varintLen(int64(body))+body {
+		return false
+	}
+	b.append(tsMs, tsDelta, body, key, value, headers)
+	return true
+}
+
+func (b *Builder) append(tsMs, tsDelta int64, body int, key, value []byte, headers []Header) (offsetDelta int32) {
 	offsetDelta = b.n
 	if offsetDelta == 0 || tsMs > b.maxTs {
 		b.maxTs = tsMs
 	}
-	tsDelta := tsMs - b.baseTs
-	body := recordBodySize(offsetDelta, tsDelta, key, value, headers)
 	total := varintLen(int64(body)) + body
 
 	at := len(b.buf)

@@ -479,6 +479,44 @@ func TestHasRoomFor(t *testing.T) {
 	}
 }
 
+// TryAppend decides as HasRoomFor and appends as Append.
+func TestTryAppend(t *testing.T) {
+	var b, ref Builder
+	b.Reset(make([]byte, 0, 128), 100)
+	ref.Reset(make([]byte, 0, 128), 100)
+	big := make([]byte, 10_000)
+	if !b.TryAppend(100, nil, big, nil, 100) {
+		t.Fatal("first record refused")
+	}
+	ref.Append(100, nil, big, nil)
+	if b.TryAppend(100, nil, []byte("x"), nil, 100) {
+		t.Fatal("second record accepted over the limit")
+	}
+	if b.NumRecords() != 1 || !bytes.Equal(b.Seal(SealOptions{}), ref.Seal(SealOptions{})) {
+		t.Fatal("a refused record changed the batch")
+	}
+
+	b.Reset(nil, 100)
+	ref.Reset(nil, 100)
+	hdr := []Header{{Key: "h", Value: []byte("hv")}}
+	b.TryAppend(100, []byte("k"), []byte("v"), hdr, 1<<20)
+	ref.Append(100, []byte("k"), []byte("v"), hdr)
+	exact := b.UncompressedSize() + RecordSize(1, 5, []byte("k2"), nil, nil)
+	if b.TryAppend(105, []byte("k2"), nil, nil, exact-1) {
+		t.Fatal("record accepted one byte over the limit")
+	}
+	if !b.TryAppend(105, []byte("k2"), nil, nil, exact) {
+		t.Fatal("record refused at the exact limit")
+	}
+	ref.Append(105, []byte("k2"), nil, nil)
+	if got, want := b.Seal(SealOptions{}), ref.Seal(SealOptions{}); !bytes.Equal(got, want) {
+		t.Fatalf("TryAppend built\n%x\nAppend built\n%x", got, want)
+	}
+	if b.TryAppend(0, nil, nil, nil, math.MaxInt32) {
+		t.Fatal("a sealed batch took a record")
+	}
+}
+
 func TestAppendAfterSealPanics(t *testing.T) {
 	var b Builder
 	b.Reset(nil, 0)
