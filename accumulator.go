@@ -51,9 +51,13 @@ type topicState struct {
 	// Send looks the name up once per snapshot, not once per record.
 	meta atomic.Pointer[topicSnap]
 
-	stickyMu    sync.Mutex
-	stickyPart  int32 // -1: pick one
-	stickyBytes int   // bytes sent to stickyPart since it was picked
+	// sticky is the sticky partition and the bytes appended to it
+	// (partitioner.go), written by every Send of a record without a key:
+	// on a cache line of its own, away from the metrics the sender
+	// updates.
+	_      cacheLinePad
+	sticky atomic.Uint64
+	_      cacheLinePad
 }
 
 // cacheLinePad separates fields that different goroutines write often.
@@ -86,6 +90,10 @@ type partq struct {
 	topic     *topicState
 	partition int32
 
+	// topic and partition are read by every goroutine; the fields below
+	// are written for every record, so they start a cache line of their
+	// own.
+	_       cacheLinePad
 	mu      sync.Mutex
 	batches []*batch // front is [0]; guarded by mu
 	nextID  uint64   // creation order of batches; guarded by mu
@@ -171,7 +179,7 @@ func (a *accumulator) topic(name string) *topicState {
 	if t := old[name]; t != nil {
 		return t
 	}
-	t := &topicState{name: name, stickyPart: -1}
+	t := &topicState{name: name}
 	t.parts.Store(&[]*partq{})
 	m := make(map[string]*topicState, len(old)+1)
 	for k, v := range old {
@@ -206,27 +214,30 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 // append adds one record to its partition's last batch, or to a new one
 // when it does not fit; a new batch may wait for memory (up to maxBlock).
 // The record is encoded into the batch buffer here, on the caller's
-// goroutine, so the sender only has to seal.
-func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration) error {
-	if a.tryAppend(q, r, ts, cb, recSize) {
-		return nil
+// goroutine, so the sender only has to seal. lastFull reports whether the
+// batch it went into takes no more records (for the sticky partitioner).
+func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration) (lastFull bool, err error) {
+	if ok, full := a.tryAppend(q, r, ts, cb, recSize); ok {
+		return full, nil
 	}
 	size := max(a.batchSize, recSize+recbatch.HeaderSize)
 	buf, err := a.pool.allocate(ctx, size, maxBlock)
 	if err != nil {
-		return err
+		return false, err
 	}
 	q.mu.Lock()
-	if a.tryAppendLocked(q, r, ts, cb, recSize) {
+	if ok, full := a.tryAppendLocked(q, r, ts, cb, recSize); ok {
 		// Another sender made room meanwhile.
 		q.mu.Unlock()
 		a.pool.release(buf, size)
-		return nil
+		return full, nil
 	}
 	first := len(q.batches) == 0
 	if !first {
 		q.batches[len(q.batches)-1].full = true
 	}
+	// Room for the callbacks of a batch of records like this one, so that
+	// the slice does not grow record by record.
 	b := newBatch(q, size, max(size/max(recSize-recbatch.HeaderSize, 1), 1))
 	q.topic.touch(b.created)
 	q.nextID++
@@ -235,6 +246,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
 	b.maxRecSize = recSize - recbatch.HeaderSize
 	b.sumRecSize = b.maxRecSize
+	lastFull = b.bld.IsFull(b.memSize)
 	// Registered before the batch is visible to the sender, so that it
 	// cannot complete (and be removed) before it is added.
 	a.incMu.Lock()
@@ -246,29 +258,29 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	// the one before is full and ready now. Either way the sender must
 	// look again; appends into an existing batch need no wake-up.
 	a.wake()
-	return nil
+	return lastFull, nil
 }
 
-func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) bool {
+func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) (ok, lastFull bool) {
 	q.mu.Lock()
-	ok := a.tryAppendLocked(q, r, ts, cb, recSize)
+	ok, lastFull = a.tryAppendLocked(q, r, ts, cb, recSize)
 	q.mu.Unlock()
-	return ok
+	return ok, lastFull
 }
 
-func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) bool {
+func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) (ok, lastFull bool) {
 	n := len(q.batches)
 	if n == 0 {
-		return false
+		return false, false
 	}
 	b := q.batches[n-1]
 	if b.full || !b.bld.TryAppend(ts, r.Key, r.Value, r.Headers, b.memSize) {
-		return false
+		return false, false
 	}
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
 	b.maxRecSize = max(b.maxRecSize, recSize-recbatch.HeaderSize)
 	b.sumRecSize += recSize - recbatch.HeaderSize
-	return true
+	return true, b.bld.IsFull(b.memSize)
 }
 
 // snapshotIncomplete returns the done channels of every batch not yet
@@ -316,8 +328,9 @@ func (a *accumulator) release(b *batch) {
 // The sender calls it at the top of its loop, when it holds no batch.
 func (a *accumulator) recycle() {
 	for i, b := range a.released {
-		recs := b.recs[:0] // complete cleared every entry
-		*b = batch{recs: recs}
+		// Keep the callback slice (complete cleared every entry) and the
+		// Builder, which keeps its compression buffer after Release.
+		*b = batch{recs: b.recs[:0], bld: b.bld}
 		batchPool.Put(b)
 		a.released[i] = nil
 	}

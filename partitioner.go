@@ -9,7 +9,6 @@ import (
 
 	"github.com/kprod/kprod/internal/cluster"
 	"github.com/kprod/kprod/internal/murmur"
-	"github.com/kprod/kprod/internal/recbatch"
 	"github.com/kprod/kprod/kerr"
 )
 
@@ -124,7 +123,13 @@ func (p *Producer) partition(t *topicState, mt *cluster.Topic, r *Record, recSiz
 	if r.Key != nil && !p.cfg.PartitionerIgnoreKeys {
 		return murmur.Partition(r.Key, n), nil
 	}
-	return p.stickyPartition(t, mt, recSize), nil
+	return p.stickyCurrent(t, mt), nil
+}
+
+// sticky reports whether r goes to its topic's sticky partition; Send
+// then tells stickyAppended what it appended.
+func (p *Producer) sticky(r *Record) bool {
+	return !r.PartitionSet && p.cfg.Partitioner == nil && (r.Key == nil || p.cfg.PartitionerIgnoreKeys)
 }
 
 func (p *Producer) userPartition(mt *cluster.Topic, r *Record, n int32) (part int32, err error) {
@@ -145,31 +150,60 @@ func (p *Producer) userPartition(mt *cluster.Topic, r *Record, n int32) (part in
 	return part, nil
 }
 
-// stickyPartition is the uniform sticky partitioner of KIP-794: the
-// topic's current partition, switched once enough bytes went to it.
-// It mirrors BuiltInPartitioner.updatePartitionInfo and
-// RecordAccumulator.partitionChanged: Java decides after each append,
-// kprod before the next one, with the same inputs (bytes produced to the
-// partition and whether its queue's last batch still takes records).
-//
-// Lock order: topicState.stickyMu, then partq.mu (to read queues when
-// switching); nothing holding a partq.mu takes a stickyMu.
-func (p *Producer) stickyPartition(t *topicState, mt *cluster.Topic, recSize int) int32 {
+// The uniform sticky partitioner of KIP-794 keeps, per topic, the current
+// partition and the bytes appended to it since it was picked, packed into
+// one atomic word (topicState.sticky): the partition + 1 in the high 32
+// bits (0: none picked yet), the bytes in the low 32. Send reads the
+// partition with stickyCurrent, appends, and reports the append with
+// stickyAppended, which switches partitions once enough bytes went to
+// the current one. This mirrors BuiltInPartitioner.updatePartitionInfo,
+// which the Java client calls after each append under the partition's
+// deque lock: switch after batch.size bytes if the partition's last batch
+// takes no more records, and after 2 × batch.size bytes in any case.
+// Concurrent Sends may each append once more to a partition being
+// switched away from, as in Java; the count is then slightly off, never
+// the switch itself.
+
+// maxStickyBatchSize bounds the byte threshold so that twice it (plus a
+// record) fits in the low 32 bits of topicState.sticky.
+const maxStickyBatchSize = 1 << 30
+
+func stickyPack(part int32, bytes uint32) uint64 { return uint64(uint32(part+1))<<32 | uint64(bytes) }
+
+func stickyUnpack(v uint64) (part int32, bytes int) { return int32(v>>32) - 1, int(uint32(v)) }
+
+// stickyCurrent returns the topic's sticky partition, picking one if
+// there is none yet or the topic no longer has it.
+func (p *Producer) stickyCurrent(t *topicState, mt *cluster.Topic) int32 {
 	n := int32(len(mt.Partitions))
-	// Java: stickyBatchSize = max(1, batch.size).
-	sticky := max(p.cfg.BatchSize, 1)
-	t.stickyMu.Lock()
-	defer t.stickyMu.Unlock()
-	cur := t.stickyPart
-	switchNow := cur < 0 || cur >= n || t.stickyBytes >= 2*sticky ||
-		(t.stickyBytes >= sticky && p.acc.allBatchesFull(t, cur))
-	if switchNow {
-		t.stickyPart = p.nextPartition(t, mt, drawRandom())
-		t.stickyBytes = 0
+	for {
+		v := t.sticky.Load()
+		if cur, _ := stickyUnpack(v); cur >= 0 && cur < n {
+			return cur
+		}
+		next := p.nextPartition(t, mt, drawRandom())
+		if t.sticky.CompareAndSwap(v, stickyPack(next, 0)) {
+			return next
+		}
 	}
-	// What the record adds to a batch, as Java's appendedBytes.
-	t.stickyBytes += recSize - recbatch.HeaderSize
-	return t.stickyPart
+}
+
+// stickyAppended counts a record of recBytes appended to part and
+// switches the topic's sticky partition when enough went to it. lastFull
+// is whether the partition's last batch takes no more records after the
+// append (Java's allBatchesFull).
+func (p *Producer) stickyAppended(t *topicState, mt *cluster.Topic, part int32, recBytes int, lastFull bool) {
+	// Java: stickyBatchSize = max(1, batch.size).
+	sticky := min(max(p.cfg.BatchSize, 1), maxStickyBatchSize)
+	if cur, _ := stickyUnpack(t.sticky.Load()); cur != part {
+		return // switched meanwhile by another Send
+	}
+	v := t.sticky.Add(uint64(min(recBytes, maxStickyBatchSize)))
+	cur, produced := stickyUnpack(v)
+	if cur != part || (produced < 2*sticky && (produced < sticky || !lastFull)) {
+		return
+	}
+	t.sticky.CompareAndSwap(v, stickyPack(p.nextPartition(t, mt, drawRandom()), 0))
 }
 
 // drawRandom is Java's BuiltInPartitioner.randomPartition:
@@ -347,25 +381,6 @@ func (q *partq) queueState(lingerNs int64) (size int, sendableSince time.Time) {
 		sendableSince = q.batches[1].created
 	}
 	return size, sendableSince
-}
-
-// allBatchesFull is RecordAccumulator.allBatchesFull for the partition:
-// its queue is empty or its last batch takes no more records.
-func (a *accumulator) allBatchesFull(t *topicState, partition int32) bool {
-	qs := *t.parts.Load()
-	if int(partition) >= len(qs) || qs[partition] == nil {
-		return true
-	}
-	q := qs[partition]
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.batches) == 0 {
-		return true
-	}
-	// A batch in the queue that is not marked full is only touched under
-	// q.mu (the sender marks a batch full before it seals it).
-	last := q.batches[len(q.batches)-1]
-	return last.full || last.bld.IsFull(last.memSize)
 }
 
 // identityIDs holds 0, 1, 2, ...: the available partitions of a topic

@@ -219,12 +219,9 @@ func stickyProbe(t *testing.T, batchSize, valueLen, records int) (switchedAfter 
 		if err := p.send(context.Background(), &Record{Topic: "t", Value: make([]byte, valueLen), Timestamp: ts}, func(*Record, error) {}); err != nil {
 			t.Fatal(err)
 		}
-		st := p.acc.topic("t")
-		st.stickyMu.Lock()
-		if st.stickyBytes == size && i > 1 {
+		if _, bytes := stickyUnpack(p.acc.topic("t").sticky.Load()); bytes == size && i > 1 {
 			switchedAfter = append(switchedAfter, i-1)
 		}
-		st.stickyMu.Unlock()
 	}
 	return switchedAfter
 }
@@ -391,7 +388,10 @@ func TestStickyPartitionAllocs(t *testing.T) {
 	mt := topicMeta0
 	p, ts := fakeQueues(DefaultConfig(), [][]time.Time{{}, {}, {}, {}, {}, {}})
 	p.cfg.BatchSize = 1 // switch on every record
-	n := testing.AllocsPerRun(1000, func() { p.stickyPartition(ts, mt, 200) })
+	n := testing.AllocsPerRun(1000, func() {
+		part := p.stickyCurrent(ts, mt)
+		p.stickyAppended(ts, mt, part, 200, true)
+	})
 	if n != 0 {
 		t.Fatalf("%v allocations per unkeyed record", n)
 	}

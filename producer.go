@@ -253,8 +253,12 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 	if waited {
 		maxBlock -= time.Since(start)
 	}
-	if err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock); err != nil {
+	lastFull, err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock)
+	if err != nil {
 		return fmt.Errorf("cannot buffer the record for %s[%d]: %w", r.Topic, part, err)
+	}
+	if p.sticky(r) {
+		p.stickyAppended(t, mt, part, recSize-recbatch.HeaderSize, lastFull)
 	}
 	return nil
 }

@@ -658,11 +658,12 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	if err != nil && s.txn.on {
 		s.txnBatchFailed(b, err)
 	}
+	part := b.q.partition
 	for i := range b.recs {
 		pr := &b.recs[i]
 		r := pr.rec
 		if err == nil {
-			r.Partition = b.q.partition
+			r.Partition = part
 			r.LeaderEpoch = epoch
 			if baseOffset >= 0 {
 				r.Offset = baseOffset + int64(i)
