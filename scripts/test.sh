@@ -91,6 +91,14 @@ say "go test -race -count=1 -timeout 40m -p ${KPROD_TEST_P:-1} ${args[*]}"
 test_status=0
 go test -race -count=1 -timeout 40m -p "${KPROD_TEST_P:-1}" "${args[@]}" || test_status=$?
 
+# The microbenchmarks run once, briefly, so that they cannot rot; they
+# assert nothing about speed (BENCHMARKS.md has the numbers and how to
+# take them).
+if ((test_status == 0)) && (($# == 0)); then
+	say "go test -run '^\$' -bench . -benchtime 10x ./... (microbenchmarks, once)"
+	go test -run '^$' -bench . -benchtime 10x ./... || test_status=$?
+fi
+
 if [[ -s $KPROD_FAULT_REPORT ]]; then
 	say "fault suite: lost / duplicated / reordered counts per scenario"
 	cat "$KPROD_FAULT_REPORT"
