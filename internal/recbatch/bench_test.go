@@ -1,6 +1,7 @@
 package recbatch
 
 import (
+	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
@@ -57,6 +58,107 @@ func BenchmarkSeal(b *testing.B) {
 			comp := mustCompressor(b, c)
 			opts := SealOptions{Compressor: comp, Idempotent: true, ProducerID: 1}
 			bl.Seal(opts) // warm up: encoder state, compression buffer
+			b.ReportAllocs()
+			b.SetBytes(int64(bl.UncompressedSize()))
+			for b.Loop() {
+				bl.Seal(opts)
+			}
+			b.ReportMetric(float64(len(bl.Sealed()))/float64(bl.UncompressedSize()), "ratio")
+		})
+	}
+}
+
+// perfPayload is the value the side-by-side benchmark (bench/) sends with
+// every record: n random upper-case letters, as Java's ProducerPerformance
+// makes them. A batch of such records is one incompressible value followed
+// by repeats of it, which lz4's fast compressor gets through almost for free.
+func perfPayload(n int) []byte {
+	r := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('A' + r.IntN(26))
+	}
+	return b
+}
+
+// BenchmarkBatchCycle is a batch's whole life in the producer, per codec, as
+// the accumulator and sender run it once the Builder is kept with its batch:
+// Reset with a recycled records buffer, append 1 KiB values (bench/'s
+// payload) until batch.size is reached, Seal, Release. One op is one
+// batch; steady state must be 0 allocs/op, compressed or not.
+func BenchmarkBatchCycle(b *testing.B) {
+	value := perfPayload(1024)
+	for _, c := range allCodecs {
+		b.Run(c.String(), func(b *testing.B) {
+			comp := mustCompressor(b, c)
+			opts := SealOptions{Compressor: comp, Idempotent: true, ProducerID: 1}
+			var bl Builder
+			buf := make([]byte, 0, benchBatchSize)
+			ts := int64(1_700_000_000_000)
+			cycle := func() {
+				bl.Reset(buf, ts)
+				for bl.TryAppend(ts, nil, value, nil, benchBatchSize) {
+					ts++
+				}
+				bl.Seal(opts)
+				buf = bl.Release()
+			}
+			cycle() // warm up: encoder state, compression buffer
+			b.ReportAllocs()
+			b.SetBytes(int64(benchBatchSize))
+			for b.Loop() {
+				cycle()
+			}
+		})
+	}
+}
+
+// BenchmarkSealFreshBuilder is Seal on a Builder that has no compression
+// buffer yet: what every batch costs if its Builder is not kept (recycled
+// with the batch) but made anew. Compare with BenchmarkBatchCycle.
+func BenchmarkSealFreshBuilder(b *testing.B) {
+	value := perfPayload(1024)
+	for _, c := range allCodecs {
+		if c == None {
+			continue // seals in place, nothing to allocate
+		}
+		b.Run(c.String(), func(b *testing.B) {
+			comp := mustCompressor(b, c)
+			opts := SealOptions{Compressor: comp}
+			var bl Builder
+			bl.Reset(make([]byte, 0, benchBatchSize), 0)
+			for bl.TryAppend(0, nil, value, nil, benchBatchSize) {
+			}
+			bl.Seal(opts) // warm up the encoder
+			b.ReportAllocs()
+			b.SetBytes(int64(bl.UncompressedSize()))
+			for b.Loop() {
+				bl.out = nil
+				bl.Seal(opts)
+			}
+		})
+	}
+}
+
+// BenchmarkSealLZ4Level compares lz4's fast compressor, which Java and kprod
+// use at the default compression.lz4.level 9, with the high-compression
+// compressor that every other level selects, on a 16 KiB batch of text-like
+// records.
+func BenchmarkSealLZ4Level(b *testing.B) {
+	for _, level := range []int{LZ4DefaultLevel, 1, 4, 10, 17} {
+		name := fmt.Sprintf("level%d", level)
+		if level == LZ4DefaultLevel {
+			name += "-fast"
+		}
+		b.Run(name, func(b *testing.B) {
+			var bl Builder
+			fillBatch(&bl, rand.New(rand.NewPCG(33, 34)))
+			comp, err := NewCompressor(LZ4, level)
+			if err != nil {
+				b.Fatal(err)
+			}
+			opts := SealOptions{Compressor: comp}
+			bl.Seal(opts)
 			b.ReportAllocs()
 			b.SetBytes(int64(bl.UncompressedSize()))
 			for b.Loop() {
@@ -140,6 +242,46 @@ func TestSteadyStateAllocs(t *testing.T) {
 		bl.Seal(opts)
 		if n := testing.AllocsPerRun(50, func() { bl.Seal(opts) }); n != 0 {
 			t.Errorf("Seal %v: %v allocs per batch", c, n)
+		}
+	}
+
+	// A batch's whole life, Reset to Release, with the Builder (and so
+	// its compression buffer) kept from batch to batch, as the
+	// accumulator does when it recycles a batch: nothing allocated, for
+	// every codec. The values are bench/'s payload.
+	big := perfPayload(1024)
+	for _, c := range allCodecs {
+		opts := SealOptions{Compressor: mustCompressor(t, c)}
+		var bl Builder
+		buf := make([]byte, 0, benchBatchSize)
+		cycle := func() {
+			bl.Reset(buf, ts)
+			for bl.TryAppend(ts, nil, big, nil, benchBatchSize) {
+				ts++
+			}
+			bl.Seal(opts)
+			buf = bl.Release()
+		}
+		cycle()
+		if n := testing.AllocsPerRun(50, cycle); n != 0 {
+			t.Errorf("batch cycle %v: %v allocs per batch", c, n)
+		}
+	}
+
+	// A Builder that has never compressed allocates its compression
+	// buffer once, sized so that no encoder has to grow it.
+	for _, c := range allCodecs {
+		if c == None {
+			continue
+		}
+		opts := SealOptions{Compressor: mustCompressor(t, c)}
+		fillBatch(&bl, r)
+		bl.Seal(opts) // warm up the encoder
+		if n := testing.AllocsPerRun(50, func() {
+			bl.out = nil
+			bl.Seal(opts)
+		}); n != 1 {
+			t.Errorf("first Seal %v of a Builder: %v allocs, want 1", c, n)
 		}
 	}
 }

@@ -115,7 +115,7 @@ type SealOptions struct {
 // and Reset the Builder for a new batch.
 type Builder struct {
 	buf    []byte // header placeholder + records
-	out    []byte // compressed batch, capacity kept across batches
+	out    []byte // compressed batch, capacity kept across batches (see Seal)
 	sealed []byte // result of the last Seal; nil while open
 
 	baseTs   int64
@@ -348,11 +348,19 @@ func (b *Builder) Seal(opts SealOptions) []byte {
 	out := b.buf
 	codec := None
 	if c := opts.Compressor; c != nil && c.codec != None {
+		raw := b.buf[HeaderSize:]
 		o := b.out
-		if cap(o) < HeaderSize {
-			o = make([]byte, HeaderSize, HeaderSize+len(b.buf)/2)
+		if cap(o) < HeaderSize+c.maxCompressedLen(len(raw)) {
+			// The first compressed batch of this Builder, or one
+			// larger than any before. Allocate once, with room for
+			// the worst case of the largest batch the records buffer
+			// can hold (its capacity, normally batch.size), so that
+			// neither the encoder now nor later batches of the same
+			// Builder grow it: each growth is another allocation,
+			// zeroed by the runtime, and a copy.
+			o = make([]byte, HeaderSize, HeaderSize+c.maxCompressedLen(max(len(raw), cap(b.buf)-HeaderSize)))
 		}
-		o, err := c.AppendCompressed(o[:HeaderSize], b.buf[HeaderSize:])
+		o, err := c.AppendCompressed(o[:HeaderSize], raw)
 		if err == nil {
 			out, codec = o, c.codec
 		}

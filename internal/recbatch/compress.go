@@ -242,6 +242,34 @@ func (c *Compressor) AppendCompressed(dst, src []byte) ([]byte, error) {
 	return dst, fmt.Errorf("recbatch: unknown codec %d", int8(c.codec))
 }
 
+// maxCompressedLen is the room AppendCompressed needs after dst's length
+// for n bytes of input so that it does not grow dst: exact for lz4 and
+// snappy, whose encoders make room for a block's worst case before
+// compressing it; for gzip and zstd the worst case of storing the input
+// (deflate's stored blocks, zstd's raw blocks) with ample room for their
+// headers, which their encoders fall back to rather than expand the data.
+// Seal sizes the Builder's compression buffer with it, so that the
+// encoders never re-allocate (and re-copy, and the runtime re-zero) the
+// buffer half-way through a batch.
+func (c *Compressor) maxCompressedLen(n int) int {
+	switch c.codec {
+	case Gzip:
+		// 10-byte header, 8-byte trailer, 5 bytes per stored block of
+		// at most 64 KiB (klauspost's encoders may cut blocks smaller:
+		// allow one per 1 KiB), and an end-of-stream block.
+		return n + n>>10 + 64
+	case Snappy:
+		return xerialBound(n)
+	case LZ4:
+		return lz4FrameBound(n)
+	case Zstd:
+		// Frame header (at most 18 bytes), 3 bytes per raw block of at
+		// most 128 KiB (allow one per 1 KiB), no checksum.
+		return n + n>>10 + 64
+	}
+	return n
+}
+
 // gzipEncoder pairs a reusable gzip.Writer with the sink it writes to, so
 // that neither is allocated per batch.
 type gzipEncoder struct {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -419,5 +420,52 @@ func TestLZ4LevelsDiffer(t *testing.T) {
 	}
 	if hcComp.Level() != 12 || hcComp.Codec() != LZ4 {
 		t.Errorf("Level/Codec accessors: %d %v", hcComp.Level(), hcComp.Codec())
+	}
+
+	// The default level is exactly the fast compressor, as in Java: one
+	// block (under 64 KiB) framed around what lz4.Compressor makes of it.
+	small := in[:16<<10]
+	frame, _ := mustCompressor(t, LZ4).AppendCompressed(nil, small)
+	var fc lz4.Compressor
+	want := make([]byte, lz4.CompressBlockBound(len(small)))
+	n, err := fc.CompressBlock(small, want)
+	if err != nil || n == 0 {
+		t.Fatalf("lz4.Compressor: %d, %v", n, err)
+	}
+	if len(frame) != 7+4+n+4 || !bytes.Equal(frame[11:11+n], want[:n]) {
+		t.Errorf("default level: frame of %d bytes is not the fast compressor's block of %d", len(frame), n)
+	}
+}
+
+// maxCompressedLen is what Seal sizes a Builder's compression buffer with;
+// if an encoder ever needed more, it would re-allocate that buffer (and the
+// runtime zero the new one) in the middle of sealing. Incompressible data
+// is the worst case, at every block boundary of every codec.
+func TestMaxCompressedLenNoGrowth(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	inputs := crossInputs()
+	for _, n := range []int{2, 15, 255, 1024, 16 << 10, xerialBlockSize - 1, xerialBlockSize + 1,
+		lz4BlockSize - 1, lz4BlockSize, lz4BlockSize + 1, 128<<10 + 1, 3*lz4BlockSize + 7} {
+		inputs["random-"+strconv.Itoa(n)] = randomBytes(r, n)
+	}
+	for name, in := range inputs {
+		for _, c := range allCodecs {
+			for _, level := range levelsToTry[c] {
+				comp, err := NewCompressor(c, level)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bound := comp.maxCompressedLen(len(in))
+				dst := make([]byte, 3, 3+bound)
+				out, err := comp.AppendCompressed(dst, in)
+				if err != nil {
+					t.Fatalf("%s %v/%d: %v", name, c, level, err)
+				}
+				if cap(out) != cap(dst) || &out[0] != &dst[0] {
+					t.Errorf("%s %v/%d: %d bytes in, %d out: grew a buffer of %d spare bytes",
+						name, c, level, len(in), len(out)-3, bound)
+				}
+			}
+		}
 	}
 }

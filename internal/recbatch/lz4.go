@@ -32,9 +32,13 @@ const (
 // lz4Depth maps a Java compression.lz4.level to a pierrec compressor. Java
 // uses lz4-java's fast compressor for the default level 9 (that is what it
 // always used before the level became configurable) and its high-compression
-// compressor at the given level otherwise; LZ4HC's search depth at level L is
-// 2^(L-1) for the chain levels, which we extend (capped at the 64 KiB window)
-// to the higher ones.
+// compressor at the given level otherwise: Kafka's Lz4BlockOutputStream picks
+// `level == CompressionType.LZ4.defaultLevel() ? fastCompressor() :
+// highCompressor(level)`, DEFAULT_LEVEL being 9 (KIP-390). So the default
+// costs what franz-go's lz4 (pierrec's fast mode) costs, and any other level,
+// 1 included, is several times slower (BenchmarkSealLZ4Level). LZ4HC's
+// search depth at level L is 2^(L-1) for the chain levels, which we extend
+// (capped at the 64 KiB window) to the higher ones.
 func lz4Depth(level int) lz4.CompressionLevel {
 	if level == LZ4DefaultLevel {
 		return 0
@@ -42,17 +46,40 @@ func lz4Depth(level int) lz4.CompressionLevel {
 	return lz4.CompressionLevel(1) << min(max(level-1, 0), 16)
 }
 
-// lz4Encoder holds the block compressors' hash tables for reuse.
+// lz4FrameBound is the most appendFrame can write for n bytes of input:
+// the frame header, then per block its length word and
+// lz4.CompressBlockBound of its size (the room appendFrame makes before
+// compressing it), then the end mark. A dst with that much spare capacity is
+// never grown.
+func lz4FrameBound(n int) int {
+	const header, perBlock, endMark = 7, 4, 4
+	full := n / lz4BlockSize
+	size := header + endMark + full*(perBlock+lz4.CompressBlockBound(lz4BlockSize))
+	if rest := n % lz4BlockSize; rest > 0 {
+		size += perBlock + lz4.CompressBlockBound(rest)
+	}
+	return size
+}
+
+// lz4Encoder holds the block compressors' hash tables for reuse. The fast
+// compressor's (128 KiB of table, 8 KiB of in-use bitmap) are all the
+// default level needs; the HC compressor's 256 KiB are allocated only for
+// a Compressor at another level.
 type lz4Encoder struct {
 	fast lz4.Compressor
-	hc   lz4.CompressorHC
+	hc   *lz4.CompressorHC
 }
 
 func (e *lz4Encoder) appendFrame(dst, src []byte, depth lz4.CompressionLevel) ([]byte, error) {
+	if depth != 0 {
+		if e.hc == nil {
+			e.hc = new(lz4.CompressorHC)
+		}
+		e.hc.Level = depth
+	}
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, lz4Magic)
 	dst = append(dst, lz4FLG, lz4BD, lz4HeaderChecksum)
-	e.hc.Level = depth
 	for len(src) > 0 {
 		block := src[:min(len(src), lz4BlockSize)]
 		src = src[len(block):]

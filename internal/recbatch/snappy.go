@@ -24,6 +24,19 @@ var xerialHeader = [16]byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0, 0, 0, 0, 1, 0
 // client uses by default.
 const xerialBlockSize = 32 << 10
 
+// xerialBound is the most appendXerial can write for n bytes of input: the
+// header, then per block its length word and s2.MaxEncodedLen of its size
+// (the room appendXerial makes before encoding it). A dst with that much
+// spare capacity is never grown.
+func xerialBound(n int) int {
+	full := n / xerialBlockSize
+	size := len(xerialHeader) + full*(4+s2.MaxEncodedLen(xerialBlockSize))
+	if rest := n % xerialBlockSize; rest > 0 {
+		size += 4 + s2.MaxEncodedLen(rest)
+	}
+	return size
+}
+
 func appendXerial(dst, src []byte) []byte {
 	dst = append(dst, xerialHeader[:]...)
 	for len(src) > 0 {
