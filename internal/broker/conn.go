@@ -45,6 +45,9 @@ type Conn struct {
 	err      error              // why the connection died; guarded by mu
 
 	corr     int32        // next correlation id; writer goroutine only
+	refs     []Ref        // a VectoredRequest's byte fields by reference; writer goroutine only
+	vecs     net.Buffers  // the slices of a vectored write; writer goroutine only
+	wvecs    net.Buffers  // what net.Buffers.WriteTo consumes; writer goroutine only
 	lastUsed atomic.Int64 // unix nanos of the last request or response
 	done     chan struct{}
 	wg       sync.WaitGroup
@@ -468,7 +471,10 @@ func (c *Conn) writeLoop() {
 }
 
 // write encodes and writes one request. It is registered as in flight
-// before the write so that a fast response always finds it.
+// before the write so that a fast response always finds it. A
+// VectoredRequest on a plain TCP connection goes out with one writev, its
+// large byte fields from their own memory (vectored.go); anything else is
+// encoded whole into buf.
 func (c *Conn) write(p *pending, buf []byte) []byte {
 	if p.err != nil {
 		c.complete(p, nil, p.err)
@@ -476,13 +482,21 @@ func (c *Conn) write(p *pending, buf []byte) []byte {
 	}
 	c.corr++
 	corr := c.corr
-	buf = c.format.AppendRequest(buf, p.req, corr)
+	tc, _ := c.nc.(*net.TCPConn) // not TLS, not a custom Dial's wrapper
+	vr, vectored := p.req.(VectoredRequest)
+	vectored = vectored && tc != nil
+	if vectored {
+		buf, c.refs = c.appendVectored(buf, vr, corr, c.refs[:0])
+	} else {
+		buf = c.format.AppendRequest(buf, p.req, corr)
+	}
 	c.lastUsed.Store(time.Now().UnixNano())
 
 	c.mu.Lock()
 	if c.dead {
 		err := c.err
 		c.mu.Unlock()
+		clear(c.refs)
 		c.complete(p, nil, err)
 		return buf
 	}
@@ -493,7 +507,14 @@ func (c *Conn) write(p *pending, buf []byte) []byte {
 	c.mu.Unlock()
 
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.RequestTimeout))
-	if _, err := c.nc.Write(buf); err != nil {
+	var err error
+	if vectored {
+		err = c.writeVectored(tc, buf, c.refs)
+		clear(c.refs) // do not keep the batches' memory alive
+	} else {
+		_, err = c.nc.Write(buf)
+	}
+	if err != nil {
 		err = c.lostErr("write", err)
 		if p.noResp {
 			c.complete(p, nil, err)
