@@ -309,36 +309,22 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 // the batches go back to the front of their deques untouched.
 func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[string]*cluster.Topic) {
 	p := s.p
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = int16(p.cfg.Acks)
-	req.TimeoutMillis = int32(p.cfg.RequestTimeout / time.Millisecond)
+	// produceRequest, not kmsg.ProduceRequest: on a plain TCP connection
+	// the batches are written from b.wire itself (produce_request.go).
+	req := newProduceRequest(int16(p.cfg.Acks), int32(p.cfg.RequestTimeout/time.Millisecond), len(bs))
 	for _, b := range bs {
 		name := b.q.topic.name
-		var rt *kmsg.ProduceRequestTopic
-		for i := range req.Topics {
-			if req.Topics[i].Topic == name {
-				rt = &req.Topics[i]
-			}
-		}
-		if rt == nil {
-			t := kmsg.NewProduceRequestTopic()
-			t.Topic = name
+		if t := req.add(name, b.q.partition, b.wire); t != nil {
 			if mt := topics[name]; mt != nil {
-				t.TopicID = mt.ID // Produce v13 names topics by id (KIP-516)
+				t.id = mt.ID // Produce v13 names topics by id (KIP-516)
 			}
-			req.Topics = append(req.Topics, t)
-			rt = &req.Topics[len(req.Topics)-1]
 		}
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition = b.q.partition
-		rp.Records = b.wire
-		rt.Partitions = append(rt.Partitions, rp)
 	}
 	res := &produceResult{broker: leader, batches: bs, sentAt: time.Now()}
 	noResp := p.cfg.Acks == AcksNone
 	var kreq kmsg.Request = req
 	if s.txn.on {
-		kreq = s.txnProduce(req)
+		kreq = s.txnRequest(req)
 	}
 	ok := br.TrySend(kreq, noResp, func(resp kmsg.Response, err error) {
 		res.resp, res.err = resp, err
@@ -681,4 +667,30 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	if !b.inFlight {
 		s.p.acc.release(b)
 	}
+}
+
+// txnRequest makes req transactional with txnProduce, which works on a
+// *kmsg.ProduceRequest: it gets an empty one, and what it sets there is
+// carried over to req (the transactional id; with transactions v1, the
+// version cap below v12), so that req itself goes to the connection and
+// stays a broker.VectoredRequest, which a capVersion wrapper would hide.
+// Should txnProduce ever return something else, that is sent, filled with
+// req's content: correct, only copied on the wire.
+func (s *sender) txnRequest(req *produceRequest) kmsg.Request {
+	shadow := new(kmsg.ProduceRequest)
+	kreq := s.txnProduce(shadow)
+	switch k := kreq.(type) {
+	case *kmsg.ProduceRequest:
+		if k == shadow {
+			req.txnID = shadow.TransactionID
+			return req
+		}
+	case *capVersion:
+		if k.Request == kmsg.Request(shadow) {
+			req.txnID, req.vcap = shadow.TransactionID, k.max
+			return req
+		}
+	}
+	req.toKmsg(shadow)
+	return kreq
 }

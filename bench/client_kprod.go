@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
-	"net"
+	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,7 +18,7 @@ type kprodClient struct {
 	p   *kprod.Producer
 	w   *workload
 	cb  func(*kprod.Record, error)
-	ids *apiKeySniffer
+	ids *pidWatcher
 	cfg kprod.Config
 }
 
@@ -38,18 +38,13 @@ func newKprod(w *workload, a *acker) (producer, clientInfo, error) {
 			return nil, clientInfo{}, err
 		}
 	}
-	// Whether kprod really is idempotent is read off the wire rather than
-	// off its config: the sniffer notes whether an InitProducerId request
-	// goes out before the first Produce, then steps aside.
-	ids := &apiKeySniffer{}
-	var d net.Dialer
-	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &sniffConn{Conn: c, s: ids}, nil
-	}
+	// Whether kprod really is idempotent is read off what it did rather
+	// than off its config: it logs the producer id it got at debug level.
+	// (Not by sniffing the connections through cfg.Dial: kprod writes
+	// batches with writev only on a plain *net.TCPConn, and copies them
+	// into the request on a wrapped one, which is not what users get.)
+	ids := newPIDWatcher()
+	cfg.Logger = slog.New(ids)
 	p, err := kprod.NewProducer(cfg)
 	if err != nil {
 		return nil, clientInfo{}, err
@@ -68,7 +63,7 @@ func (c *kprodClient) flush(ctx context.Context) error { return c.p.Flush(ctx) }
 func (c *kprodClient) close() error                    { return c.p.Close(context.Background()) }
 
 func (c *kprodClient) info() clientInfo {
-	idem := c.ids.initProducerID.Load()
+	idem := c.ids.gotPID.Load()
 	notes := "defaults; idempotence requested by default"
 	if !idem {
 		notes = "sent no InitProducerId: ran non-idempotent (kprod's idempotence was not implemented yet)"
@@ -76,52 +71,44 @@ func (c *kprodClient) info() clientInfo {
 	return clientInfo{Idempotent: yes(idem), Notes: notes, Version: moduleVersion("kprod")}
 }
 
-// apiKeySniffer records which Kafka requests a connection wrote.
-type apiKeySniffer struct {
-	initProducerID atomic.Bool
+// pidWatcher is kprod's slog handler: it notes whether kprod logged a
+// producer id (idempotence.go: Debug "producer id", producer_id >= 0) and
+// passes on to next what next wants (warnings and errors on stderr,
+// kprod's default). kprod logs at debug level only on rare events
+// (connections, metadata, retries), so this costs nothing measurable.
+type pidWatcher struct {
+	gotPID *atomic.Bool // shared with the handlers WithAttrs and WithGroup make
+	next   slog.Handler
 }
 
-// sniffConn parses the request frames written to a connection (int32
-// size, int16 api key, ...) until the first Produce request (key 0); from
-// then on a Write costs one bool test.
-type sniffConn struct {
-	net.Conn
-	s    *apiKeySniffer
-	done bool
-	skip int
-	hdr  [6]byte
-	nhdr int
+func newPIDWatcher() *pidWatcher {
+	return &pidWatcher{gotPID: new(atomic.Bool), next: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})}
 }
 
-func (c *sniffConn) Write(b []byte) (int, error) {
-	if !c.done {
-		c.scan(b)
+func (h *pidWatcher) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *pidWatcher) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelDebug && r.Message == "producer id" {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key != "producer_id" {
+				return true
+			}
+			if v := a.Value.Resolve(); v.Kind() == slog.KindInt64 && v.Int64() >= 0 {
+				h.gotPID.Store(true)
+			}
+			return false
+		})
 	}
-	return c.Conn.Write(b)
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
 }
 
-func (c *sniffConn) scan(p []byte) {
-	for len(p) > 0 && !c.done {
-		if c.skip > 0 {
-			n := min(c.skip, len(p))
-			c.skip -= n
-			p = p[n:]
-			continue
-		}
-		n := copy(c.hdr[c.nhdr:], p)
-		c.nhdr += n
-		p = p[n:]
-		if c.nhdr < len(c.hdr) {
-			return
-		}
-		c.nhdr = 0
-		size := int(int32(binary.BigEndian.Uint32(c.hdr[:4])))
-		switch int16(binary.BigEndian.Uint16(c.hdr[4:])) {
-		case 22: // InitProducerId
-			c.s.initProducerID.Store(true)
-		case 0: // Produce
-			c.done = true
-		}
-		c.skip = size - 2
-	}
+func (h *pidWatcher) WithAttrs(as []slog.Attr) slog.Handler {
+	return &pidWatcher{gotPID: h.gotPID, next: h.next.WithAttrs(as)}
+}
+
+func (h *pidWatcher) WithGroup(name string) slog.Handler {
+	return &pidWatcher{gotPID: h.gotPID, next: h.next.WithGroup(name)}
 }
