@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -20,6 +21,10 @@ import (
 // connection instead of allocating gigabytes.
 const maxResponseSize = 256 << 20
 
+// readBufferSize is the read buffer of a connection: many produce
+// responses fit, and larger responses are read past it directly.
+const readBufferSize = 16 << 10
+
 // Conn is one TCP connection to one broker, after the ApiVersions
 // handshake. Requests are written by a writer goroutine and responses read
 // by a reader goroutine, so that writes and reads proceed at the same time
@@ -30,6 +35,7 @@ type Conn struct {
 	nodeID int32
 	addr   string
 	nc     net.Conn
+	rd     *bufio.Reader // reads nc; made by the first readResponse
 	vers   versions
 	format *kmsg.RequestFormatter
 
@@ -243,8 +249,14 @@ func (c *Conn) roundTripSync(req kmsg.Request) ([]byte, error) {
 }
 
 func (c *Conn) readResponse() (int32, []byte, error) {
+	if c.rd == nil {
+		// Made at the first read, after a TLS handshake replaced nc.
+		// Buffered: a response's size and body, and often the next
+		// responses too, come in one read call instead of two each.
+		c.rd = bufio.NewReaderSize(c.nc, readBufferSize)
+	}
 	var hdr [8]byte
-	if _, err := io.ReadFull(c.nc, hdr[:4]); err != nil {
+	if _, err := io.ReadFull(c.rd, hdr[:4]); err != nil {
 		return 0, nil, err
 	}
 	size := int32(binary.BigEndian.Uint32(hdr[:4]))
@@ -255,7 +267,7 @@ func (c *Conn) readResponse() (int32, []byte, error) {
 		return 0, nil, fmt.Errorf("broker sent a response size of %d bytes, which is not a Kafka response (is the listener TLS or SASL?)", size)
 	}
 	buf := make([]byte, size)
-	if _, err := io.ReadFull(c.nc, buf); err != nil {
+	if _, err := io.ReadFull(c.rd, buf); err != nil {
 		return 0, nil, err
 	}
 	return int32(binary.BigEndian.Uint32(buf[:4])), buf[4:], nil
