@@ -8,7 +8,9 @@ import (
 
 // allClients is every client the coordinator knows, in table order.
 // java is not a Go client: the coordinator runs ProducerPerformance itself.
-var allClients = []string{"kprod", "franz-go", "sarama", "kafka-go", "confluent", "java"}
+// harness is not a client either (client_harness.go): the worker's own
+// cost per record, run only when -clients names it.
+var allClients = []string{"kprod", "franz-go", "sarama", "kafka-go", "confluent", "java", "harness"}
 
 // goClients maps a Go client's name to its constructor; a nil constructor
 // means the client is not in this build (see unavailable).
@@ -17,6 +19,7 @@ var goClients = map[string]newProducerFunc{
 	"franz-go": newKgo,
 	"sarama":   newSarama,
 	"kafka-go": newKafkaGo,
+	"harness":  newHarness,
 }
 
 // unavailable says why a client is missing from this build.

@@ -57,7 +57,7 @@ type options struct {
 func (o *options) register(fs *flag.FlagSet) {
 	fs.Var(&o.targets, "target", "a cluster to run against, repeatable: `kfake`, kfake:N (N brokers) or NAME=host:port,... for a real cluster (default kfake)")
 	fs.StringVar(&o.brokers, "brokers", "", "shortcut for -target kafka=`host:port,...` (in worker mode: the bootstrap servers)")
-	fs.StringVar(&o.clients, "clients", strings.Join(allClients, ","), "clients to run, comma-separated, in this order")
+	fs.StringVar(&o.clients, "clients", strings.Join(allClients[:len(allClients)-1], ","), "clients to run, comma-separated, in this order (harness: the worker's own per-record cost, no client; only when named)")
 	fs.StringVar(&o.sizes, "sizes", "100", "value sizes in bytes, comma-separated (e.g. 100,1024)")
 	fs.StringVar(&o.batches, "batches", "16384", "batch sizes in bytes (batch.size), comma-separated (e.g. 16384,1048576)")
 	fs.StringVar(&o.compressions, "compressions", "none", "compression codecs, comma-separated: none, lz4")
