@@ -103,23 +103,6 @@ func (r *produceRequest) add(topic string, partition int32, records []byte) (add
 	return added
 }
 
-// toKmsg sets k's acks, timeout and topics to r's (not its version or
-// transactional id).
-func (r *produceRequest) toKmsg(k *kmsg.ProduceRequest) {
-	k.Acks, k.TimeoutMillis = r.acks, r.timeout
-	k.Topics = make([]kmsg.ProduceRequestTopic, len(r.topics))
-	parts := r.parts
-	for i, t := range r.topics {
-		kt := &k.Topics[i]
-		kt.Topic, kt.TopicID = t.name, t.id
-		kt.Partitions = make([]kmsg.ProduceRequestTopicPartition, t.nparts)
-		for j, p := range parts[:t.nparts] {
-			kt.Partitions[j].Partition, kt.Partitions[j].Records = p.partition, p.records
-		}
-		parts = parts[t.nparts:]
-	}
-}
-
 func (*produceRequest) Key() int16 { return int16(kmsg.Produce) }
 func (r *produceRequest) MaxVersion() int16 {
 	if r.vcap > 0 {

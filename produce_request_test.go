@@ -192,12 +192,6 @@ func TestProduceRequestEncoding(t *testing.T) {
 						t.Errorf("decoded and encoded again differs")
 					}
 
-					// toKmsg (the sender's fallback) is the same content.
-					k := &kmsg.ProduceRequest{Version: v, TransactionID: txnID}
-					r.toKmsg(k)
-					if got := k.AppendTo(nil); !bytes.Equal(got, want) {
-						t.Errorf("toKmsg's request encodes differently")
-					}
 				})
 			}
 		}

@@ -322,11 +322,10 @@ func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[s
 	}
 	res := &produceResult{broker: leader, batches: bs, sentAt: time.Now()}
 	noResp := p.cfg.Acks == AcksNone
-	var kreq kmsg.Request = req
 	if s.txn.on {
-		kreq = s.txnRequest(req)
+		s.txnProduce(req)
 	}
-	ok := br.TrySend(kreq, noResp, func(resp kmsg.Response, err error) {
+	ok := br.TrySend(req, noResp, func(resp kmsg.Response, err error) {
 		res.resp, res.err = resp, err
 		s.resMu.Lock()
 		s.results = append(s.results, res)
@@ -667,30 +666,4 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	if !b.inFlight {
 		s.p.acc.release(b)
 	}
-}
-
-// txnRequest makes req transactional with txnProduce, which works on a
-// *kmsg.ProduceRequest: it gets an empty one, and what it sets there is
-// carried over to req (the transactional id; with transactions v1, the
-// version cap below v12), so that req itself goes to the connection and
-// stays a broker.VectoredRequest, which a capVersion wrapper would hide.
-// Should txnProduce ever return something else, that is sent, filled with
-// req's content: correct, only copied on the wire.
-func (s *sender) txnRequest(req *produceRequest) kmsg.Request {
-	shadow := new(kmsg.ProduceRequest)
-	kreq := s.txnProduce(shadow)
-	switch k := kreq.(type) {
-	case *kmsg.ProduceRequest:
-		if k == shadow {
-			req.txnID = shadow.TransactionID
-			return req
-		}
-	case *capVersion:
-		if k.Request == kmsg.Request(shadow) {
-			req.txnID, req.vcap = shadow.TransactionID, k.max
-			return req
-		}
-	}
-	req.toKmsg(shadow)
-	return kreq
 }

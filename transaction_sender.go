@@ -175,13 +175,13 @@ func (t *txnManager) addLoop(ctx context.Context) {
 // transactional id, and with transactions v1 stays below Produce v12,
 // which would mean v2 (KIP-890). With v2, the first request of a
 // transaction starts it on the coordinator.
-func (s *sender) txnProduce(req *kmsg.ProduceRequest) kmsg.Request {
+func (s *sender) txnProduce(req *produceRequest) {
 	t := s.p.txn
-	id := t.id
-	req.TransactionID = &id
+	req.txnID = &t.id
 	r := &s.txn.round
 	if !r.v2 {
-		return &capVersion{req, 11}
+		req.vcap = 11
+		return
 	}
 	if s.txn.startedGen != r.gen {
 		s.txn.startedGen = r.gen
@@ -191,7 +191,6 @@ func (s *sender) txnProduce(req *kmsg.ProduceRequest) kmsg.Request {
 		}
 		t.mu.Unlock()
 	}
-	return req
 }
 
 // abortTxnBatches fails the batches of transaction gen that were never
