@@ -89,7 +89,7 @@ func TestCompatKeyPartitions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := p.partition(nil, mt, &Record{Topic: "t", Key: k}, 0)
+			got, err := p.partition(nil, mt, &Record{Topic: "t", Key: k})
 			if err != nil || got != int32(want) {
 				t.Fatalf("key %x, %d partitions: kprod %d (%v), Java %d", k, n, got, err, want)
 			}

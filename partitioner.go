@@ -111,8 +111,7 @@ func (rr *roundRobin) Partition(r *Record, numPartitions int32, available []int3
 }
 
 // partition picks the record's partition (see Partitioner for the rules).
-// recSize is the record's encoded size in its batch.
-func (p *Producer) partition(t *topicState, mt *cluster.Topic, r *Record, recSize int) (int32, error) {
+func (p *Producer) partition(t *topicState, mt *cluster.Topic, r *Record) (int32, error) {
 	if r.PartitionSet {
 		return r.Partition, nil
 	}

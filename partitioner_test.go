@@ -271,13 +271,13 @@ func TestKeyedRecordsUseMurmur2(t *testing.T) {
 	mt := topicMeta(1, 2, 3, 1, 2, 3, 1)
 	for i := range 1000 {
 		key := []byte(fmt.Sprint("key-", i))
-		got, err := p.partition(nil, mt, &Record{Topic: "t", Key: key}, 0)
+		got, err := p.partition(nil, mt, &Record{Topic: "t", Key: key})
 		if err != nil || got != murmur.Partition(key, 7) {
 			t.Fatalf("key %q: partition %d (%v), want %d", key, got, err, murmur.Partition(key, 7))
 		}
 	}
 	// An empty key is a key; it is hashed, not spread.
-	if got, _ := p.partition(nil, mt, &Record{Topic: "t", Key: []byte{}}, 0); got != murmur.Partition(nil, 7) {
+	if got, _ := p.partition(nil, mt, &Record{Topic: "t", Key: []byte{}}); got != murmur.Partition(nil, 7) {
 		t.Fatalf("empty key: %d", got)
 	}
 }

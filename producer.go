@@ -240,7 +240,7 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 			kerr.ErrRecordTooLarge, r.Topic, bound, p.cfg.BufferMemory)
 	}
 
-	part, err := p.partition(t, mt, r, recSize)
+	part, err := p.partition(t, mt, r)
 	if err != nil {
 		return err
 	}
