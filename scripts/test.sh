@@ -93,10 +93,11 @@ go test -race -count=1 -timeout 40m -p "${KPROD_TEST_P:-1}" "${args[@]}" || test
 
 # The microbenchmarks run once, briefly, so that they cannot rot; they
 # assert nothing about speed (BENCHMARKS.md has the numbers and how to
-# take them).
+# take them). The allocation tests run here too: they skip under -race,
+# whose instrumentation allocates.
 if ((test_status == 0)) && (($# == 0)); then
-	say "go test -run '^\$' -bench . -benchtime 10x ./... (microbenchmarks, once)"
-	go test -run '^$' -bench . -benchtime 10x ./... || test_status=$?
+	say "go test -run 'Allocs\$' -bench . -benchtime 10x ./... (allocation tests without -race; microbenchmarks, once)"
+	go test -run 'Allocs$' -bench . -benchtime 10x ./... || test_status=$?
 fi
 
 if [[ -s $KPROD_FAULT_REPORT ]]; then
