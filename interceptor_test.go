@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -75,7 +76,7 @@ func TestInterceptorsChainAndAcknowledge(t *testing.T) {
 		"1:send hello", "2:send hello headers=1",
 		"1:ack HELLO 0 <nil>", "2:ack HELLO 0 <nil>", "callback hello 0 <nil>",
 	}
-	if evs := log.get(); !slicesEqual(evs, want) {
+	if evs := log.get(); !slices.Equal(evs, want) {
 		t.Fatalf("events\n%q\nwant\n%q", evs, want)
 	}
 	// The caller's own record comes back with the outcome.
@@ -107,18 +108,6 @@ func newKgo(t *testing.T, c interface{ ListenAddrs() []string }) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 type panicky struct{ onSend, onAck bool }
@@ -162,7 +151,7 @@ func TestInterceptorPanics(t *testing.T) {
 	// place: like Java, the chain goes on with the record the first one
 	// returned (which it had changed).
 	want := []string{"send modified before the panic", "ack modified before the panic <nil>"}
-	if evs := log.get(); !slicesEqual(evs, want) {
+	if evs := log.get(); !slices.Equal(evs, want) {
 		t.Fatalf("events %q, want %q", evs, want)
 	}
 	out := logBuf.String()
@@ -239,7 +228,7 @@ func TestInterceptorSeesEarlyFailures(t *testing.T) {
 		"ack no such partition ErrUnknownPartition", "callback no such partition ErrUnknownPartition",
 		"ack after close ErrClosed", "callback after close ErrClosed",
 	}
-	if evs := log.get(); !slicesEqual(evs, want) {
+	if evs := log.get(); !slices.Equal(evs, want) {
 		t.Fatalf("events\n%q\nwant\n%q", evs, want)
 	}
 }

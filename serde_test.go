@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -170,7 +171,7 @@ func TestTypedProducerSerializationErrors(t *testing.T) {
 	}
 	want := []string{"send", "ack t true", "send", "ack t true", "send"}
 	evs := acks.get()
-	if len(evs) != 8 || !slicesEqual(evs[:5], want) {
+	if len(evs) != 8 || !slices.Equal(evs[:5], want) {
 		t.Errorf("interceptor events %q, want %q then 3 acks", evs, want)
 	}
 

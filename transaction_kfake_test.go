@@ -589,32 +589,5 @@ func BenchmarkTxnAppend(b *testing.B) {
 	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
 		b.Fatal(err)
 	}
-	const ring = 1 << 16
-	recs := make([]Record, ring)
-	free := make(chan int, ring)
-	idx := map[*Record]int{}
-	for i := range recs {
-		free <- i
-		idx[&recs[i]] = i
-	}
-	val := make([]byte, 100)
-	ts := time.Now()
-	cb := func(r *Record, err error) {
-		if err != nil {
-			b.Error(err)
-		}
-		free <- idx[r]
-	}
-	b.SetBytes(int64(len(val)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		i := <-free
-		r := &recs[i]
-		*r = Record{Topic: "t", Value: val, Timestamp: ts}
-		p.Send(ctx, r, cb)
-	}
-	if err := p.CommitTransaction(ctx); err != nil {
-		b.Fatal(err)
-	}
+	sendLoop(b, p, func() error { return p.CommitTransaction(ctx) })
 }

@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kprod/kprod/internal/testcluster"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -550,20 +550,8 @@ func TestProduceUnknownPartition(t *testing.T) {
 	}
 }
 
-// closedPort returns an address on which nothing listens.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 func TestUnreachableBroker(t *testing.T) {
-	addr := closedPort(t)
+	addr := testcluster.FreeAddr(t)
 	t.Run("produce", func(t *testing.T) {
 		code, _, stderr := run(t, 10*time.Second, strings.NewReader("a\nb\nc\n"), "produce",
 			"-b", addr, "-t", "t", "-X", "max.block.ms=1000")

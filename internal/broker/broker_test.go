@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"github.com/kprod/kprod/internal/testcluster"
 	"net"
 	"strings"
 	"sync"
@@ -24,7 +25,7 @@ func within(lo, hi, want, maxD time.Duration) bool {
 // to reconnect.backoff.max.ms with ±20% jitter, the setup timeout grows the
 // same way (KIP-601), and no dial happens while backing off.
 func TestReconnectBackoff(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testcluster.FreeAddr(t)
 	cfg := testConfig()
 	cfg.ReconnectBackoff = 20 * time.Millisecond
 	cfg.ReconnectBackoffMax = 320 * time.Millisecond
@@ -104,7 +105,7 @@ func TestBackoffResetsOnSuccess(t *testing.T) {
 	cfg.ReconnectBackoff = 10 * time.Millisecond
 	cfg.ReconnectBackoffMax = time.Second
 	var mu sync.Mutex
-	target := freeAddr(t)
+	target := testcluster.FreeAddr(t)
 	cfg.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
 		mu.Lock()
 		a := target

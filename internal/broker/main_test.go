@@ -78,18 +78,6 @@ func metadataReq() *kmsg.MetadataRequest {
 	return r
 }
 
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 // ourGoroutines returns the stacks of goroutines running a Conn or Broker
 // function, to check that Close waited for them rather than leaving them
 // to goleak. Callers must not have goroutines of their own inside a Conn

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"github.com/kprod/kprod/internal/testcluster"
 	"net"
 	"slices"
 	"sort"
@@ -47,7 +48,7 @@ func recordDials(cfg *Config) func() []string {
 // order the user gave), moves on to the second, and learns the cluster.
 func TestBootstrapDeadFirst(t *testing.T) {
 	kc := newCluster(t)
-	dead, good := freeAddr(t), kc.ListenAddrs()[0]
+	dead, good := testcluster.FreeAddr(t), kc.ListenAddrs()[0]
 	cfg := testConfig(dead, good)
 	dials := recordDials(&cfg)
 	c := newClient(t, cfg)
@@ -87,7 +88,7 @@ func TestBootstrapDeadFirst(t *testing.T) {
 // Every bootstrap address dead: Refresh fails with an error that says so
 // and wraps the dial errors.
 func TestBootstrapAllDead(t *testing.T) {
-	cfg := testConfig(freeAddr(t), freeAddr(t))
+	cfg := testConfig(testcluster.FreeAddr(t), testcluster.FreeAddr(t))
 	c := newClient(t, cfg)
 	err := c.Refresh(ctxFor(t, 5*time.Second))
 	if !errors.Is(err, kerr.ErrMetadataTimeout) || !errors.Is(err, kerr.ErrDial) {
@@ -401,7 +402,7 @@ func TestLeastLoadedOrder(t *testing.T) {
 	bBusy := broker.NewBroker(0, busy.ListenAddrs()[0], cfg)
 	bIdle := broker.NewBroker(5, idle.ListenAddrs()[0], cfg)
 	bSpare := broker.NewBroker(1, spare.ListenAddrs()[0], cfg)
-	bDead := broker.NewBroker(2, freeAddr(t), cfg)
+	bDead := broker.NewBroker(2, testcluster.FreeAddr(t), cfg)
 	for _, b := range []*broker.Broker{bBusy, bIdle, bSpare, bDead} {
 		t.Cleanup(b.Close)
 	}

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -109,18 +108,6 @@ func (l *metadataLog) last() loggedMetadata {
 		return loggedMetadata{node: -1}
 	}
 	return l.reqs[len(l.reqs)-1]
-}
-
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 // eventually polls cond every 5ms until it holds or d passes.

@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,7 +132,7 @@ func Brokers(t testing.TB) []string {
 	if err == nil {
 		return addrs
 	}
-	if os.Getenv("KPROD_BROKERS") != "" && !sameAddrs(addrs, ScriptAddrs()) {
+	if os.Getenv("KPROD_BROKERS") != "" && !slices.Equal(addrs, ScriptAddrs()) {
 		fail(err) // not our script's cluster: nothing to heal
 	}
 	lock, ok := tryFaultLock()
@@ -161,18 +162,6 @@ func ScriptAddrs() []string {
 		out[i] = BrokerAddr(i + 1)
 	}
 	return out
-}
-
-func sameAddrs(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func anyAnswers(addrs []string) bool {
@@ -544,4 +533,17 @@ func WaitISR(t testing.TB, brokers []string, topic string, isr int, timeout time
 	}); err != nil {
 		t.Fatalf("testcluster: %s: ISR never reached %d: %v", topic, isr, err)
 	}
+}
+
+// FreeAddr returns a loopback address on which nothing listens (a port
+// that was free a moment ago), for tests of unreachable brokers.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
