@@ -79,18 +79,15 @@ func newPerfCmd() *perfCmd {
 }
 
 func (c *perfCmd) usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: kprod perf [--topic TOPIC] [--num-records N] [--record-size B | --payload-file FILE]")
-	fmt.Fprintln(w, "                  [--throughput R] [--bootstrap-server HOST:PORT,...] [--producer-props K=V ...]")
-	fmt.Fprintln(w, "                  [--producer.config FILE] [-X K=V]... [--warmup-records N] [--json] [--print-metrics]")
-	fmt.Fprintln(w)
-	printWrapped(w, perfDescription)
-	fmt.Fprintln(w)
-	c.fs.printUsage(w)
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "examples:")
-	fmt.Fprintln(w, "  kprod perf --num-records 200000")
-	fmt.Fprintln(w, "  kprod perf --bootstrap-server localhost:9092 --topic t --num-records 1000000 --record-size 1024 \\")
-	fmt.Fprintln(w, "      --throughput -1 --producer-props acks=1 linger.ms=10 --json")
+	printCommandUsage(w, []string{
+		"usage: kprod perf [--topic TOPIC] [--num-records N] [--record-size B | --payload-file FILE]",
+		"                  [--throughput R] [--bootstrap-server HOST:PORT,...] [--producer-props K=V ...]",
+		"                  [--producer.config FILE] [-X K=V]... [--warmup-records N] [--json] [--print-metrics]",
+	}, perfDescription, c.fs, []string{
+		"kprod perf --num-records 200000",
+		"kprod perf --bootstrap-server localhost:9092 --topic t --num-records 1000000 --record-size 1024 \\",
+		"    --throughput -1 --producer-props acks=1 linger.ms=10 --json",
+	})
 }
 
 // perfRun is one run's state shared with the producer's callbacks.

@@ -57,17 +57,31 @@ func newProduceCmd() *produceCmd {
 func (fs *flagSet) defs(name string) *flagDef { return fs.byKey[name] }
 
 func (c *produceCmd) usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: kprod produce --bootstrap-server HOST:PORT,... --topic TOPIC [--key-delimiter SEP]")
-	fmt.Fprintln(w, "                     [--delimiter DELIM] [-H KEY=VALUE]... [--partition N]")
-	fmt.Fprintln(w, "                     [--producer.config FILE] [-X PROP=VALUE]... < records")
+	printCommandUsage(w, []string{
+		"usage: kprod produce --bootstrap-server HOST:PORT,... --topic TOPIC [--key-delimiter SEP]",
+		"                     [--delimiter DELIM] [-H KEY=VALUE]... [--partition N]",
+		"                     [--producer.config FILE] [-X PROP=VALUE]... < records",
+	}, produceDescription, c.fs, []string{
+		"printf 'k1:v1\\nk2:v2\\n' | kprod produce --brokers localhost:9092 --topic t --key-delimiter :",
+		"kprod produce -b localhost:9092 -t t -H source=import -X acks=1 -X linger.ms=50 < records.txt",
+	})
+}
+
+// printCommandUsage prints a command's help: its synopsis lines, its
+// description, its flags and its examples.
+func printCommandUsage(w io.Writer, synopsis []string, description string, fs *flagSet, examples []string) {
+	for _, l := range synopsis {
+		fmt.Fprintln(w, l)
+	}
 	fmt.Fprintln(w)
-	printWrapped(w, produceDescription)
+	printWrapped(w, description)
 	fmt.Fprintln(w)
-	c.fs.printUsage(w)
+	fs.printUsage(w)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "examples:")
-	fmt.Fprintln(w, "  printf 'k1:v1\\nk2:v2\\n' | kprod produce --brokers localhost:9092 --topic t --key-delimiter :")
-	fmt.Fprintln(w, "  kprod produce -b localhost:9092 -t t -H source=import -X acks=1 -X linger.ms=50 < records.txt")
+	for _, e := range examples {
+		fmt.Fprintln(w, "  "+e)
+	}
 }
 
 // inLine is one record read from stdin, or the read error that ended it.
