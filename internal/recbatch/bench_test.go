@@ -25,10 +25,10 @@ func BenchmarkAppend(b *testing.B) {
 	b.SetBytes(int64(len(value)))
 	for b.Loop() {
 		ts++
-		if !bl.HasRoomFor(ts, key, value, headers, benchBatchSize) {
+		if !bl.TryAppend(ts, key, value, headers, benchBatchSize) {
 			bl.Reset(bl.Release(), ts)
+			bl.Append(ts, key, value, headers)
 		}
-		bl.Append(ts, key, value, headers)
 	}
 }
 
@@ -38,10 +38,9 @@ func fillBatch(bl *Builder, r *rand.Rand) {
 	for i := 0; ; i++ {
 		value := textish(r, 100)
 		key := []byte("user-000000042")
-		if !bl.HasRoomFor(ts+int64(i), key, value, nil, benchBatchSize) {
+		if !bl.TryAppend(ts+int64(i), key, value, nil, benchBatchSize) {
 			return
 		}
-		bl.Append(ts+int64(i), key, value, nil)
 	}
 }
 
@@ -229,10 +228,10 @@ func TestSteadyStateAllocs(t *testing.T) {
 	ts := int64(0)
 	if n := testing.AllocsPerRun(10_000, func() {
 		ts++
-		if !bl.HasRoomFor(ts, key, value, headers, benchBatchSize) {
+		if !bl.TryAppend(ts, key, value, headers, benchBatchSize) {
 			bl.Reset(bl.Release(), ts)
+			bl.Append(ts, key, value, headers)
 		}
-		bl.Append(ts, key, value, headers)
 	}); n != 0 {
 		t.Errorf("Append: %v allocs per record", n)
 	}

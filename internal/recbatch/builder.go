@@ -153,7 +153,7 @@ func (b *Builder) Release() []byte {
 	return buf
 }
 
-// SetCompressionEstimate tells the size estimate (Size, HasRoomFor, IsFull)
+// SetCompressionEstimate tells the size estimate (Size, TryAppend, IsFull)
 // to expect the records to shrink to ratio of their uncompressed size when
 // sealed, as the Java client's CompressionRatioEstimator does per topic. A
 // ratio <= 0 (the default after Reset) means no compression: the estimate is
@@ -244,23 +244,6 @@ func putNullableBytes(dst, p []byte) int {
 	return i + copy(dst[i:], p)
 }
 
-// HasRoomFor reports whether one more record fits under limit bytes
-// (batch.size), with the Java client's rule: an empty batch always takes its
-// first record, whatever its size, so that a record larger than batch.size
-// still gets a batch of its own. Otherwise the record fits if the estimated
-// size plus the record's exact size stays within limit; like Java, the new
-// record is not assumed to compress.
-func (b *Builder) HasRoomFor(tsMs int64, key, value []byte, headers []Header, limit int) bool {
-	if b.sealed != nil {
-		return false
-	}
-	if b.n == 0 {
-		return true
-	}
-	size := RecordSize(b.n, tsMs-b.baseTs, key, value, headers)
-	return limit >= b.estimatedSize()+size
-}
-
 // IsFull reports whether the batch has reached limit bytes and should be
 // sent (Java's MemoryRecordsBuilder.isFull). A sealed batch is full.
 func (b *Builder) IsFull(limit int) bool {
@@ -271,7 +254,7 @@ func (b *Builder) IsFull(limit int) bool {
 // delta (its index in the batch). key, value and headers are copied, so the
 // caller may reuse them once Append returns. Append never fails: when the
 // buffer is too small it grows it (callers bound batch sizes beforehand with
-// HasRoomFor / RecordSize). Timestamps are not validated here; a timestamp
+// TryAppend / RecordSize). Timestamps are not validated here; a timestamp
 // before baseTimestamp gives a negative delta, which the format allows.
 //
 // Appending to a sealed batch is a bug in the caller and panics.
@@ -284,9 +267,13 @@ func (b *Builder) Append(tsMs int64, key, value []byte, headers []Header) (offse
 	return b.append(tsMs, tsDelta, body, key, value, headers)
 }
 
-// TryAppend is HasRoomFor and Append in one, computing the record's size
-// once: it appends the record and returns true if it fits under limit,
-// else leaves the batch as it is and returns false.
+// TryAppend appends the record and returns true if it fits under limit
+// bytes (batch.size), else leaves the batch as it is and returns false. The
+// rule is the Java client's: an empty batch always takes its first record,
+// whatever its size, so that a record larger than batch.size still gets a
+// batch of its own; otherwise the record fits if the estimated size plus
+// the record's exact size stays within limit (like Java, the new record is
+// not assumed to compress). A sealed batch takes nothing.
 func (b *Builder) TryAppend(tsMs int64, key, value []byte, headers []Header, limit int) bool {
 	if b.sealed != nil {
 		return false

@@ -434,38 +434,10 @@ func TestVarint(t *testing.T) {
 	}
 }
 
-func TestHasRoomFor(t *testing.T) {
+// With a compression estimate, the records count at ratio*1.05 in the
+// size that TryAppend and IsFull judge by.
+func TestCompressionEstimateSize(t *testing.T) {
 	var b Builder
-	b.Reset(make([]byte, 0, 128), 100)
-	big := make([]byte, 10_000)
-	// The first record always fits, whatever the limit.
-	if !b.HasRoomFor(100, nil, big, nil, 100) {
-		t.Fatal("first record refused")
-	}
-	b.Append(100, nil, big, nil)
-	if b.HasRoomFor(100, nil, []byte("x"), nil, 100) {
-		t.Fatal("second record accepted over the limit")
-	}
-	if !b.IsFull(100) {
-		t.Fatal("not full over the limit")
-	}
-
-	b.Reset(nil, 100)
-	b.Append(100, []byte("k"), []byte("v"), nil)
-	size := RecordSize(1, 5, []byte("k2"), []byte("v2"), nil)
-	exact := b.UncompressedSize() + size
-	if !b.HasRoomFor(105, []byte("k2"), []byte("v2"), nil, exact) {
-		t.Fatal("record refused at the exact limit")
-	}
-	if b.HasRoomFor(105, []byte("k2"), []byte("v2"), nil, exact-1) {
-		t.Fatal("record accepted one byte over the limit")
-	}
-	b.Append(105, []byte("k2"), []byte("v2"), nil)
-	if b.UncompressedSize() != exact {
-		t.Fatalf("size %d, want %d", b.UncompressedSize(), exact)
-	}
-
-	// With a compression estimate, the records count at ratio*1.05.
 	b.Reset(nil, 0)
 	b.Append(0, nil, make([]byte, 1000), nil)
 	raw := b.UncompressedSize() - HeaderSize
@@ -474,12 +446,13 @@ func TestHasRoomFor(t *testing.T) {
 		t.Fatalf("estimated size %d, want %d", b.Size(), want)
 	}
 	b.Seal(SealOptions{})
-	if b.HasRoomFor(0, nil, nil, nil, math.MaxInt32) || !b.IsFull(math.MaxInt32) {
-		t.Fatal("a sealed batch has room")
+	if !b.IsFull(math.MaxInt32) {
+		t.Fatal("a sealed batch is not full")
 	}
 }
 
-// TryAppend decides as HasRoomFor and appends as Append.
+// TryAppend follows Java's rule for room (the first record always fits)
+// and appends exactly as Append does.
 func TestTryAppend(t *testing.T) {
 	var b, ref Builder
 	b.Reset(make([]byte, 0, 128), 100)
