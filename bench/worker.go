@@ -184,13 +184,15 @@ func runWorker(o *options) error {
 			interval = time.Duration(float64(time.Second) / rate)
 		}
 		for i := range n {
-			sent := time.Now()
+			// start plus the time since: one read of the monotonic
+			// clock, where time.Now reads the wall clock as well.
+			sent := start.Add(time.Since(start))
 			if interval > 0 {
 				// Pace against the schedule, sleeping only when a whole
 				// millisecond ahead: sleeping per record is too coarse.
 				if ahead := start.Add(time.Duration(i) * interval).Sub(sent); ahead > time.Millisecond {
 					time.Sleep(ahead)
-					sent = time.Now()
+					sent = start.Add(time.Since(start))
 				}
 			}
 			a.pending.Add(1)
