@@ -2,6 +2,7 @@ package kprod
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 )
 
@@ -33,6 +34,17 @@ import (
 // was before that interceptor goes on to the next one.
 //
 // Both methods are called concurrently from many goroutines.
+//
+// An interceptor that also implements io.Closer is closed by
+// Producer.Close, as Java's KafkaProducer.close closes its interceptors:
+// once, in slice order, after the producer has stopped and so after the
+// OnAcknowledgement of every record it buffered. A Close that returns an
+// error or panics is logged at error level and ignored, as in Java: the
+// next interceptor is still closed and Producer.Close's result is
+// unchanged. A record that fails without being buffered, such as one
+// given to Send during or after Close (ErrClosed), reaches
+// OnAcknowledgement on its caller's goroutine, possibly after the
+// interceptor was closed (in Java too).
 type Interceptor interface {
 	OnSend(r *Record) *Record
 	OnAcknowledgement(r *Record, err error)
@@ -127,4 +139,30 @@ func (p *Producer) ackOne(ic Interceptor, r *Record, err error) {
 		}
 	}()
 	ic.OnAcknowledgement(r, err)
+}
+
+// closeInterceptors closes the interceptors that implement io.Closer, in
+// slice order; Close calls it once the sender has ended. As Java's
+// ProducerInterceptors.close, a failure is logged and swallowed: one
+// interceptor's broken Close must not keep the others from releasing
+// their resources, and the records' outcomes are already known.
+func (p *Producer) closeInterceptors() {
+	for _, ic := range p.cfg.Interceptors {
+		if c, ok := ic.(io.Closer); ok {
+			p.closeOne(ic, c)
+		}
+	}
+}
+
+func (p *Producer) closeOne(ic Interceptor, c io.Closer) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.Error("interceptor Close panicked; ignored",
+				"interceptor", fmt.Sprintf("%T", ic), "panic", v)
+		}
+	}()
+	if err := c.Close(); err != nil {
+		p.log.Error("interceptor Close failed; ignored",
+			"interceptor", fmt.Sprintf("%T", ic), "err", err)
+	}
 }

@@ -251,3 +251,118 @@ func TestNilInterceptorRejected(t *testing.T) {
 	_, err := NewProducer(cfg)
 	wantConfigError(t, err, "interceptor.classes", "Config.Interceptors[1]", "nil")
 }
+
+// closingInterceptor is an Interceptor and an io.Closer that logs its
+// acknowledgements and its Close; its Close fails with err, or panics.
+type closingInterceptor struct {
+	name   string
+	log    *eventLog
+	err    error
+	panics bool
+}
+
+func (c *closingInterceptor) OnSend(r *Record) *Record { return r }
+
+func (c *closingInterceptor) OnAcknowledgement(r *Record, err error) {
+	c.log.add("%s:ack %s", c.name, r.Value)
+}
+
+func (c *closingInterceptor) Close() error {
+	c.log.add("%s:close", c.name)
+	if c.panics {
+		panic(c.name + " Close broke")
+	}
+	return c.err
+}
+
+// closingChain is the interceptors of the Close tests: four closers, of
+// which b fails and c panics, and one interceptor that is not a closer.
+func closingChain(log *eventLog) []Interceptor {
+	return []Interceptor{
+		&closingInterceptor{name: "a", log: log},
+		InterceptorFuncs{Ack: func(r *Record, err error) { log.add("funcs:ack %s", r.Value) }},
+		&closingInterceptor{name: "b", log: log, err: errors.New("b Close failed")},
+		&closingInterceptor{name: "c", log: log, panics: true},
+		&closingInterceptor{name: "d", log: log},
+	}
+}
+
+// checkClosedAfterAcks checks that each closer of closingChain was closed
+// once, in order, after the OnAcknowledgement of all n records.
+func checkClosedAfterAcks(t *testing.T, evs []string, n int) {
+	t.Helper()
+	first := slices.IndexFunc(evs, func(e string) bool { return strings.HasSuffix(e, ":close") })
+	if first < 0 {
+		t.Fatalf("no interceptor was closed; events %q", evs)
+	}
+	if want := []string{"a:close", "b:close", "c:close", "d:close"}; !slices.Equal(evs[first:], want) {
+		t.Errorf("events from the first close %q, want %q", evs[first:], want)
+	}
+	acks := 0
+	for _, e := range evs[:first] {
+		if strings.HasPrefix(e, "d:ack ") { // the last interceptor of the chain
+			acks++
+		}
+	}
+	if acks != n {
+		t.Errorf("%d records acknowledged before the interceptors were closed, want all %d; events %q", acks, n, evs)
+	}
+}
+
+// TestInterceptorCloseAfterLastAck: Close closes the interceptors that are
+// io.Closers once, in order, after the last OnAcknowledgement; a failing or
+// panicking Close is logged and neither stops the next nor fails Close.
+func TestInterceptorCloseAfterLastAck(t *testing.T) {
+	c := newFake(t, 2)
+	cfg := testConfig(c)
+	cfg.Linger = time.Hour // the records are still buffered when Close starts
+	var logBuf syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))
+	var log eventLog
+	cfg.Interceptors = closingChain(&log)
+	p := newTestProducer(t, cfg)
+	const n = 20
+	for i := range n {
+		p.Send(context.Background(), &Record{Topic: "t", Value: fmt.Appendf(nil, "r%d", i)}, func(r *Record, err error) {
+			if err != nil {
+				t.Errorf("%s: %v", r.Value, err)
+			}
+		})
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v, want nil: interceptors' errors are only logged", err)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	checkClosedAfterAcks(t, log.get(), n)
+	out := logBuf.String()
+	for _, w := range []string{"interceptor Close failed", "b Close failed", "interceptor Close panicked", "c Close broke", "*kprod.closingInterceptor", "level=ERROR"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("log does not mention %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestInterceptorCloseAfterAbort: when ctx ends before the buffered records
+// are delivered, the interceptors are still closed, after the aborted
+// records' OnAcknowledgement, and Close returns ctx's error.
+func TestInterceptorCloseAfterAbort(t *testing.T) {
+	c := newFake(t, 2)
+	cfg := testConfig(c)
+	cfg.Linger = time.Hour
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	var log eventLog
+	cfg.Interceptors = closingChain(&log)
+	p := newTestProducer(t, cfg)
+	const n = 20
+	for i := range n {
+		p.Send(context.Background(), &Record{Topic: "t", Value: fmt.Appendf(nil, "r%d", i)}, nil)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close: %v, want context.Canceled", err)
+	}
+	checkClosedAfterAcks(t, log.get(), n)
+}

@@ -321,6 +321,11 @@ func (p *Producer) Flush(ctx context.Context) error {
 // buffered or in flight fails with ErrAborted. It returns when every
 // goroutine the producer started has ended, and every callback has run.
 // It returns ctx's error if records had to be aborted.
+//
+// Last, it calls Close on each of Config.Interceptors that implements
+// io.Closer, in order (see Interceptor); their errors are logged, not
+// returned. Calling Close again does nothing more and returns the same
+// error.
 func (p *Producer) Close(ctx context.Context) error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
@@ -341,6 +346,9 @@ func (p *Producer) Close(ctx context.Context) error {
 			<-p.snd.done
 		}
 		p.cl.Close()
+		// The sender has ended, so every OnAcknowledgement of a buffered
+		// record has run: the interceptors can let go of their state.
+		p.closeInterceptors()
 	})
 	return p.closeErr
 }
