@@ -104,7 +104,11 @@ type partq struct {
 	_ cacheLinePad
 
 	// Owned by the sender goroutine.
-	inflight   int      // batches of this partition in flight
+	inflight int // batches of this partition in flight
+	// splitting counts the parts of split batches (split.go) not yet
+	// complete; while there are any, the partition sends one batch at a
+	// time, so that a part refused again cannot fall behind later records.
+	splitting  int
 	nextSeq    int32    // idempotence: sequence of the next new batch
 	lastAcked  int32    // idempotence: last sequence acknowledged, -1 none
 	suspectEnd int32    // idempotence: a failed batch ended here, -1 none
@@ -144,6 +148,11 @@ type batch struct {
 	retryAt   time.Time
 	inFlight  bool // in a request not yet answered
 	completed bool // callbacks have run
+	// parent is the batch this one is a part of (split.go); outstanding
+	// counts the parts of a split batch not yet complete. A split batch
+	// stays incomplete, for Flush, until its last part completes.
+	parent      *batch
+	outstanding int
 	// done is closed when every callback has run; made only for a
 	// Flush that waits for the batch. Guarded by accumulator.incMu.
 	done chan struct{}
@@ -304,12 +313,20 @@ func (a *accumulator) hasIncomplete() bool {
 	return len(a.incomplete) > 0
 }
 
-// finish marks a batch complete (its callbacks have run) for Flush.
+// finish marks a batch complete (its callbacks have run) for Flush, and
+// the batch it is the last outstanding part of, if any (split.go).
 func (a *accumulator) finish(b *batch) {
 	a.incMu.Lock()
-	delete(a.incomplete, b)
-	if b.done != nil {
-		close(b.done)
+	for b != nil {
+		delete(a.incomplete, b)
+		if b.done != nil {
+			close(b.done)
+		}
+		if b = b.parent; b != nil {
+			if b.outstanding--; b.outstanding > 0 {
+				break
+			}
+		}
 	}
 	a.incMu.Unlock()
 }

@@ -34,6 +34,8 @@ type Metrics struct {
 	RecordRetryTotal     int64   // record-retry-total
 	RecordErrorRate      float64 // record-error-rate: records failed per second
 	RecordErrorTotal     int64   // record-error-total
+	BatchSplitRate       float64 // batch-split-rate: batches split after MESSAGE_TOO_LARGE, per second
+	BatchSplitTotal      int64   // batch-split-total
 	RequestsInFlight     int64   // requests-in-flight: produce requests awaiting a response
 	BufferAvailableBytes int64   // buffer-available-bytes
 	BufferTotalBytes     int64   // buffer-total-bytes (buffer.memory)
@@ -73,6 +75,7 @@ func (m Metrics) Map() map[string]float64 {
 		"record-queue-time-avg": m.RecordQueueTimeAvg, "record-queue-time-max": m.RecordQueueTimeMax,
 		"record-retry-rate": m.RecordRetryRate, "record-retry-total": float64(m.RecordRetryTotal),
 		"record-error-rate": m.RecordErrorRate, "record-error-total": float64(m.RecordErrorTotal),
+		"batch-split-rate": m.BatchSplitRate, "batch-split-total": float64(m.BatchSplitTotal),
 		"requests-in-flight":            float64(m.RequestsInFlight),
 		"buffer-available-bytes":        float64(m.BufferAvailableBytes),
 		"buffer-total-bytes":            float64(m.BufferTotalBytes),
@@ -124,6 +127,7 @@ func (p *Producer) Metrics() Metrics {
 		RecordQueueTimeMax:   mt.queueTime.maxValue(),
 		RecordRetryTotal:     mt.retries.Load(),
 		RecordErrorTotal:     mt.errors.Load(),
+		BatchSplitTotal:      mt.batchSplits.Load(),
 		RequestsInFlight:     mt.inFlight.Load(),
 		BufferAvailableBytes: p.pool.availableBytes(),
 		BufferTotalBytes:     p.cfg.BufferMemory,
@@ -140,6 +144,7 @@ func (p *Producer) Metrics() Metrics {
 	m.RequestRate = mt.window.rate(now, "requests", m.RequestTotal)
 	m.RecordRetryRate = mt.window.rate(now, "retries", m.RecordRetryTotal)
 	m.RecordErrorRate = mt.window.rate(now, "errors", m.RecordErrorTotal)
+	m.BatchSplitRate = mt.window.rate(now, "batch-splits", m.BatchSplitTotal)
 	for name, t := range *p.acc.topics.Load() {
 		tm := TopicMetrics{
 			RecordSendTotal:    t.metrics.records.Load(),
@@ -160,7 +165,7 @@ func (p *Producer) Metrics() Metrics {
 // producerMetrics is written by the sender goroutine only (and read by
 // Metrics from any goroutine), so plain atomics suffice.
 type producerMetrics struct {
-	records, bytes, recordBytes, requests, retries, errors, inFlight atomic.Int64
+	records, bytes, recordBytes, requests, retries, errors, inFlight, batchSplits atomic.Int64
 
 	recSizeMax, batchSize, compression, recsPerReq, latency, queueTime, throttle stat
 	window                                                                       rateWindow

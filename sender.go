@@ -211,7 +211,7 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 			q.mu.Unlock()
 			continue
 		}
-		if p.guaranteeOrder && q.inflight > 0 {
+		if (p.guaranteeOrder || q.splitting > 0) && q.inflight > 0 {
 			q.mu.Unlock() // muted until its batch in flight completes
 			continue
 		}
@@ -442,6 +442,11 @@ func (s *sender) handle(r *produceResult) {
 				msg = *rp.ErrorMessage
 			}
 			err := &kerr.ResponseError{Err: be, Message: msg, Broker: r.broker, Topic: name, Partition: rp.Partition}
+			if be.Code == kerr.MessageTooLarge.Code && len(b.recs) > 1 && !b.completed &&
+				now.Sub(b.created) < p.cfg.DeliveryTimeout && !isClosed(s.force) {
+				s.splitTooLarge(b, err) // the batch is too large, not its records
+				continue
+			}
 			if leaderMoved(be) {
 				refresh = true
 			}
@@ -633,6 +638,9 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	}
 	b.completed = true
 	delete(s.inFlightB, b)
+	if b.parent != nil {
+		b.q.splitting--
+	}
 	if err != nil {
 		s.p.metrics.errors.Add(int64(len(b.recs)))
 		b.q.topic.metrics.errors.Add(int64(len(b.recs)))

@@ -1,0 +1,123 @@
+package kprod
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+
+	"github.com/kprod/kprod/internal/recbatch"
+)
+
+// A broker refuses a whole batch with MESSAGE_TOO_LARGE when the batch is
+// larger than the topic's max.message.bytes (or the broker's
+// message.max.bytes), for instance when batch.size is set above it. The
+// records are not at fault, so, as the Java client does, a refused batch
+// of more than one record is split and its parts are sent again in its
+// place; only a single record too large for the topic fails.
+//
+// Java cuts the batch into pieces of batch.size, which leaves a batch that
+// is already within batch.size as it was, to be refused again until
+// delivery.timeout.ms. kprod halves it instead (by bytes), so every round
+// makes progress: a part still too large is halved again.
+//
+// The parts take the place of the batch in every respect: the same place
+// in the deque (ahead of every later batch), the same creation time for
+// delivery.timeout.ms, and, for the idempotent producer, the batch's range
+// of sequence numbers (the broker wrote nothing of it, so the range is
+// still free) and its place among the partition's unacknowledged batches.
+// The batch itself stays incomplete, for Flush, until its last part is
+// complete; its records get their callbacks from the parts.
+
+// splitTooLarge splits b, which the broker refused as too large and which
+// holds more than one record, and puts its two parts at the front of its
+// deque. Sender goroutine only; b is answered and not in flight.
+func (s *sender) splitTooLarge(b *batch, cause error) {
+	p := s.p
+	q := b.q
+	cut := splitPoint(b.recs)
+	parts := [2]*batch{s.splitPart(b, b.recs[:cut]), s.splitPart(b, b.recs[cut:])}
+	level := slog.LevelWarn
+	if b.parent != nil {
+		level = slog.LevelDebug // a part split again: its batch was logged
+		q.splitting--           // b becomes its two parts
+	}
+	q.splitting += 2
+	p.log.Log(context.Background(), level, "the broker refused a batch as too large; sending it again in parts (lower batch.size below the topic's max.message.bytes to avoid this)",
+		"topic", q.topic.name, "partition", q.partition, "records", len(b.recs), "bytes", len(b.wire), "err", cause)
+	p.metrics.batchSplits.Add(1)
+
+	if b.seq != noSeq {
+		// The parts take the batch's sequence range, in order, and its
+		// place among the unacknowledged batches.
+		parts[1].seq = b.seq + int32(cut)
+		parts[0].seq = b.seq
+		if i := slices.Index(q.pending, b); i >= 0 {
+			q.pending = slices.Replace(q.pending, i, i+1, parts[0], parts[1])
+		}
+	}
+	for _, c := range parts {
+		if c.seq != noSeq {
+			opts := p.acc.codecOpts
+			opts.Idempotent = true
+			opts.Transactional = s.txn.on
+			opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = s.idem.pid, s.idem.epoch, c.seq
+			c.wire = c.bld.Seal(opts)
+		} else {
+			c.wire = c.bld.Seal(p.acc.codecOpts)
+		}
+	}
+
+	// The batch's memory goes back to the pool now; the parts' buffers
+	// are not charged to buffer.memory (Java allocates them outside its
+	// pool too), so their records are never counted twice.
+	b.outstanding = 2
+	p.pool.release(b.bld.Release(), b.memSize)
+	b.memSize = 0
+	b.recs = nil
+	b.wire = nil
+
+	// requeue puts a batch after the put-back batches of a lower id; the
+	// parts share b's id, so the second goes back first.
+	s.requeue(parts[1])
+	s.requeue(parts[0])
+}
+
+// splitPoint is where to cut recs so that each part holds about half of
+// the record bytes and at least one record.
+func splitPoint(recs []pending) int {
+	total := 0
+	for _, pr := range recs {
+		total += recordBytes(pr.rec)
+	}
+	sum := 0
+	for i, pr := range recs[:len(recs)-1] {
+		sum += recordBytes(pr.rec)
+		if 2*sum >= total {
+			return i + 1
+		}
+	}
+	return len(recs) - 1
+}
+
+func recordBytes(r *Record) int { return recbatch.RecordSize(0, 0, r.Key, r.Value, r.Headers) }
+
+// splitPart builds one part of a split batch from recs, encoded anew from
+// the records themselves, in a buffer of its own.
+func (s *sender) splitPart(parent *batch, recs []pending) *batch {
+	size := recbatch.HeaderSize
+	for _, pr := range recs {
+		size += recordBytes(pr.rec)
+	}
+	c := newBatch(parent.q, 0, len(recs))
+	c.id, c.created, c.parent = parent.id, parent.created, parent
+	c.full = true
+	c.bld.Reset(make([]byte, 0, size), recs[0].rec.Timestamp.UnixMilli())
+	for _, pr := range recs {
+		c.bld.Append(pr.rec.Timestamp.UnixMilli(), pr.rec.Key, pr.rec.Value, pr.rec.Headers)
+		n := recordBytes(pr.rec)
+		c.maxRecSize = max(c.maxRecSize, n)
+		c.sumRecSize += n
+	}
+	c.recs = append(c.recs, recs...)
+	return c
+}

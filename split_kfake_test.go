@@ -1,0 +1,162 @@
+package kprod
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kprod/kprod/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// newSmallMessageFake is a 3-broker kfake cluster whose brokers refuse
+// batches larger than maxMessage bytes, with topic "t" of one partition.
+func newSmallMessageFake(t *testing.T, maxMessage int) *kfake.Cluster {
+	return newFake(t, 1, kfake.BrokerConfigs(map[string]string{"message.max.bytes": fmt.Sprint(maxMessage)}))
+}
+
+// splitConfig makes batches of up to 64 KiB that linger long enough to
+// fill: far above the brokers' limit, as when batch.size is set above a
+// topic's max.message.bytes.
+func splitConfig(c *kfake.Cluster) Config {
+	cfg := testConfig(c)
+	cfg.BatchSize = 64 << 10
+	cfg.Linger = 200 * time.Millisecond
+	return cfg
+}
+
+// sendNumbered sends n records of size bytes (each value starts with its
+// index) to partition 0 of "t", and returns them with their outcomes.
+func sendNumbered(t *testing.T, p *Producer, n, size int) ([]*Record, *outcomes) {
+	t.Helper()
+	o := newOutcomes(t)
+	recs := make([]*Record, n)
+	for i := range recs {
+		v := bytes.Repeat([]byte{'x'}, size)
+		copy(v, fmt.Sprintf("%d:", i))
+		recs[i] = (&Record{Topic: "t", Value: v}).ToPartition(0)
+		p.Send(context.Background(), recs[i], o.cb())
+	}
+	return recs, o
+}
+
+// A batch the broker refuses as too large is sent again in parts: every
+// record is written, in the order sent, and Flush waits for all the parts.
+func TestSplitTooLargeBatch(t *testing.T) {
+	for _, idem := range []bool{true, false} {
+		t.Run(fmt.Sprintf("idempotent=%v", idem), func(t *testing.T) {
+			c := newSmallMessageFake(t, 2000)
+			cfg := splitConfig(c)
+			if !idem {
+				cfg.EnableIdempotence = new(false)
+				cfg.Acks = AcksLeader
+			}
+			p := newTestProducer(t, cfg)
+			const n = 400 // about 44 KB: refused, then split up to five times
+			recs, o := sendNumbered(t, p, n, 100)
+			if err := p.Flush(ctxT(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			// Flush returns once every record has its outcome: the split
+			// batch stays incomplete until its last part completes.
+			if ok, failed := o.errCount(); ok != n || failed != 0 {
+				t.Fatalf("after Flush: %d ok, %d failed, want %d ok (errors: %v)", ok, failed, n, firstErr(o))
+			}
+			for i, r := range recs {
+				if r.Offset != int64(i) {
+					t.Fatalf("record %d has offset %d: the parts of a split batch must keep the order", i, r.Offset)
+				}
+			}
+			if m := p.Metrics(); m.BatchSplitTotal == 0 {
+				t.Fatal("batch-split-total is 0 after the brokers refused 44 KB batches at 2000 bytes")
+			}
+		})
+	}
+}
+
+// Only a record that is too large on its own fails; the records batched
+// with it are written, and the idempotent producer's sequence moves past
+// the failed record's gap.
+func TestSplitIsolatesTooLargeRecord(t *testing.T) {
+	c := newSmallMessageFake(t, 2000)
+	p := newTestProducer(t, splitConfig(c))
+	o := newOutcomes(t)
+	var recs []*Record
+	for i := range 101 {
+		size := 100
+		if i == 50 {
+			size = 5000 // above message.max.bytes by itself
+		}
+		v := bytes.Repeat([]byte{'x'}, size)
+		copy(v, fmt.Sprintf("%d:", i))
+		r := (&Record{Topic: "t", Value: v}).ToPartition(0)
+		recs = append(recs, r)
+		p.Send(context.Background(), r, o.cb())
+	}
+	if err := p.Flush(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	last := int64(-1)
+	for i, r := range recs {
+		err := o.errs[r]
+		if i == 50 {
+			if !errors.Is(err, kerr.MessageTooLarge) {
+				t.Fatalf("the 5000-byte record: err %v, want MESSAGE_TOO_LARGE", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("record %d failed with the too-large one: %v", i, err)
+		}
+		if r.Offset <= last {
+			t.Fatalf("record %d at offset %d after %d: out of order", i, r.Offset, last)
+		}
+		last = r.Offset
+	}
+}
+
+// A transaction whose batches are split still commits every record.
+func TestSplitTooLargeBatchInTransaction(t *testing.T) {
+	for _, proto := range txnProtocols {
+		t.Run(proto.name, func(t *testing.T) {
+			c := newSmallMessageFake(t, 2000)
+			p := newTxnProducer(t, splitConfig(c), "split-"+proto.name, proto.v1)
+			ctx := ctxT(t, 20*time.Second)
+			if err := p.InitTransactions(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			const n = 300
+			recs, o := sendNumbered(t, p, n, 100)
+			if err := p.CommitTransaction(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ok, failed := o.errCount(); ok != n || failed != 0 {
+				t.Fatalf("%d ok, %d failed, want %d ok (errors: %v)", ok, failed, n, firstErr(o))
+			}
+			for i := 1; i < n; i++ {
+				if recs[i].Offset <= recs[i-1].Offset {
+					t.Fatalf("record %d at offset %d after %d: out of order", i, recs[i].Offset, recs[i-1].Offset)
+				}
+			}
+		})
+	}
+}
+
+func firstErr(o *outcomes) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, err := range o.errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
