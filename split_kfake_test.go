@@ -105,8 +105,8 @@ func TestSplitIsolatesTooLargeRecord(t *testing.T) {
 	for i, r := range recs {
 		err := o.errs[r]
 		if i == 50 {
-			if !errors.Is(err, kerr.MessageTooLarge) {
-				t.Fatalf("the 5000-byte record: err %v, want MESSAGE_TOO_LARGE", err)
+			if !errors.Is(err, kerr.MessageTooLarge) || !errors.Is(err, ErrRecordTooLarge) {
+				t.Fatalf("the 5000-byte record: err %v, want MESSAGE_TOO_LARGE matching ErrRecordTooLarge", err)
 			}
 			continue
 		}

@@ -143,6 +143,23 @@ func TestResponseErrorWrapping(t *testing.T) {
 	}
 }
 
+// MESSAGE_TOO_LARGE is the broker's RecordTooLargeException: it matches
+// ErrRecordTooLarge, which no other code does.
+func TestMessageTooLargeIsRecordTooLarge(t *testing.T) {
+	err := fmt.Errorf("send: %w", &ResponseError{Err: MessageTooLarge, Broker: 2, Topic: "t", Partition: 0})
+	if !errors.Is(err, ErrRecordTooLarge) {
+		t.Error("errors.Is(wrapped MESSAGE_TOO_LARGE, ErrRecordTooLarge) = false")
+	}
+	if !errors.Is(err, MessageTooLarge) {
+		t.Error("errors.Is(wrapped MESSAGE_TOO_LARGE, MessageTooLarge) = false")
+	}
+	for _, be := range []*BrokerError{RecordListTooLarge, NotLeaderOrFollower, ForCode(999).(*BrokerError)} {
+		if errors.Is(&ResponseError{Err: be}, ErrRecordTooLarge) {
+			t.Errorf("errors.Is(%s, ErrRecordTooLarge) = true", be.Name)
+		}
+	}
+}
+
 // TestCodesTable checks the table as a whole: every code from -1 to the
 // highest known one is present once (0 excepted), names are unique and in
 // Kafka's form, and every entry says what it means.

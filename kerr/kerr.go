@@ -68,7 +68,10 @@ var (
 	ErrMetadataTimeout = errors.New("kprod: metadata not available in time (max.block.ms)")
 
 	// ErrRecordTooLarge: the record's encoded size exceeds
-	// max.request.size or buffer.memory. Only that record fails.
+	// max.request.size or buffer.memory, or the broker refused it as
+	// larger than the topic's max.message.bytes (MESSAGE_TOO_LARGE, which
+	// matches it, as both are Java's RecordTooLargeException). Only that
+	// record fails.
 	ErrRecordTooLarge = errors.New("kprod: record too large")
 
 	// ErrBufferFull: no room in buffer.memory within max.block.ms.
@@ -150,8 +153,13 @@ func (e *BrokerError) Error() string {
 }
 
 // Is matches any *BrokerError with the same code, so that an error built
-// by ForCode for a code kprod did not know still compares equal.
+// by ForCode for a code kprod did not know still compares equal; and
+// MESSAGE_TOO_LARGE matches ErrRecordTooLarge, so that one check catches a
+// record too large for the client or for the topic.
 func (e *BrokerError) Is(target error) bool {
+	if target == ErrRecordTooLarge {
+		return e.Code == MessageTooLarge.Code
+	}
 	t, ok := target.(*BrokerError)
 	return ok && t.Code == e.Code
 }

@@ -56,13 +56,16 @@ var outcomeSentinels = []namedErr{
 	{"ErrUnknownTopic", kerr.ErrUnknownTopic},
 	{"ErrUnknownPartition", kerr.ErrUnknownPartition},
 	{"ErrMetadataTimeout", kerr.ErrMetadataTimeout},
-	{"ErrRecordTooLarge", kerr.ErrRecordTooLarge},
 	{"ErrBufferFull", kerr.ErrBufferFull},
 	{"ErrInvalidRecord", kerr.ErrInvalidRecord},
 	{"ErrInvalidConfig", kerr.ErrInvalidConfig},
 }
 
+// causeSentinels come after the broker's error name. ErrRecordTooLarge is
+// one of them because the broker's MESSAGE_TOO_LARGE matches it too and
+// is named as the broker names it.
 var causeSentinels = []namedErr{
+	{"ErrRecordTooLarge", kerr.ErrRecordTooLarge},
 	{"ErrRequestTimeout", kerr.ErrRequestTimeout},
 	{"ErrConnectionLost", kerr.ErrConnectionLost},
 	{"ErrDial", kerr.ErrDial},

@@ -22,6 +22,8 @@ func TestErrorType(t *testing.T) {
 		{fmt.Errorf("%w: topic: %w", kerr.ErrMetadataTimeout, kerr.ErrDial), "ErrMetadataTimeout"},
 		{fmt.Errorf("%w %q", kerr.ErrUnknownTopic, "x"), "ErrUnknownTopic"},
 		{fmt.Errorf("x: %w", kerr.ErrConnectionLost), "ErrConnectionLost"},
+		{fmt.Errorf("x: %w", kerr.ErrRecordTooLarge), "ErrRecordTooLarge"},
+		{&kerr.ResponseError{Err: kerr.MessageTooLarge, Broker: 1, Topic: "t"}, "MESSAGE_TOO_LARGE"},
 		{fmt.Errorf("%w", context.Canceled), "context.Canceled"},
 		{errors.New("something"), "other"},
 	} {
