@@ -13,7 +13,9 @@ var (
 	// Java property and what is allowed. errors.As gives a *ConfigError.
 	ErrInvalidConfig = kerr.ErrInvalidConfig
 	// ErrRecordTooLarge: the record is larger than max.request.size or
-	// buffer.memory; only that record fails.
+	// buffer.memory, or than the topic's max.message.bytes (the broker's
+	// MESSAGE_TOO_LARGE, for a record alone in its batch); only that
+	// record fails.
 	ErrRecordTooLarge = kerr.ErrRecordTooLarge
 	// ErrBufferFull: buffer.memory stayed full for max.block.ms.
 	ErrBufferFull = kerr.ErrBufferFull
