@@ -209,6 +209,22 @@ type Config struct {
 	// Default 0, which disables the check.
 	PartitionerAvailabilityTimeout time.Duration
 
+	// PartitionerRackAware: keyless records go to partitions whose leader
+	// is in ClientRack, to keep produce traffic within one rack or
+	// availability zone (partitioner.rack.aware, KIP-1123). Default false.
+	// Requires ClientRack. When no partition is led from ClientRack, the
+	// records are spread over all partitions as without it. Keyed records
+	// are hashed as always, and it has no effect with a Partitioner set.
+	// Unless producers and partition leaders are spread alike over the
+	// racks, the load on the brokers is not even (see Partitioner).
+	PartitionerRackAware bool
+
+	// ClientRack is the rack this producer runs in, as the brokers name
+	// theirs in broker.rack: an availability zone, a data center
+	// (client.rack). Default "". The producer uses it only for
+	// PartitionerRackAware; surrounding spaces are dropped, as in Java.
+	ClientRack string
+
 	// MetadataMaxAge forces a metadata refresh after this long even if
 	// nothing changed (metadata.max.age.ms). Default 5m.
 	MetadataMaxAge time.Duration
@@ -393,8 +409,9 @@ type Config struct {
 	// RoundRobinPartitioner, which Set("partitioner.class",
 	// JavaRoundRobinPartitioner) selects; other Java class names are
 	// ignored. With a Partitioner set, partitioner.ignore.keys,
-	// partitioner.adaptive.partitioning.enable and
-	// partitioner.availability.timeout.ms have no effect, as in Java.
+	// partitioner.adaptive.partitioning.enable,
+	// partitioner.availability.timeout.ms and partitioner.rack.aware have
+	// no effect, as in Java.
 	Partitioner Partitioner
 
 	// Interceptors see each record before it is partitioned and each
@@ -539,7 +556,8 @@ func (c *Config) Idempotent() bool {
 // and updates the Config:
 //   - BootstrapServers entries are trimmed, and a "SCHEME://" prefix that
 //     Java tolerates ("PLAINTEXT://b1:9092") is dropped;
-//   - SecurityProtocol and SASLMechanism are upper-cased;
+//   - SecurityProtocol and SASLMechanism are upper-cased, ClientRack
+//     is trimmed;
 //   - DeliveryTimeout left at its default is raised to Linger +
 //     RequestTimeout when smaller;
 //   - reconnect.backoff.ms given by Set without reconnect.backoff.max.ms
@@ -563,7 +581,22 @@ func (c *Config) Validate() error {
 	if err := c.validateSecurity(); err != nil {
 		return err
 	}
-	return c.validateIdempotence()
+	if err := c.validateIdempotence(); err != nil {
+		return err
+	}
+	return c.validateRack()
+}
+
+// validateRack is the check of Java's RecordAccumulator.PartitionerConfig,
+// made when the producer is built: after ProducerConfig's own checks, and
+// whether or not a custom partitioner is set.
+func (c *Config) validateRack() error {
+	c.ClientRack = strings.TrimSpace(c.ClientRack)
+	if c.PartitionerRackAware && c.ClientRack == "" {
+		return invalid("client.rack", c.ClientRack,
+			"must be set when partitioner.rack.aware=true; set it to the broker.rack of the brokers near this producer (its availability zone), or set partitioner.rack.aware=false")
+	}
+	return nil
 }
 
 func (c *Config) validateBootstrap() error {

@@ -89,7 +89,8 @@ func TestConfigDefaults(t *testing.T) {
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("DefaultConfig() =\n%+v\nwant\n%+v", c, want)
 	}
-	if c.EnableIdempotence != nil || c.ClientID != "" || c.TransactionalID != "" || c.BootstrapServers != nil {
+	if c.EnableIdempotence != nil || c.ClientID != "" || c.TransactionalID != "" || c.BootstrapServers != nil ||
+		c.ClientRack != "" || c.PartitionerRackAware {
 		t.Error("DefaultConfig sets a setting that must default to unset")
 	}
 
@@ -163,6 +164,8 @@ func TestConfigSetEveryProperty(t *testing.T) {
 		{"allow.auto.create.topics", "false", func(c *Config) any { return c.AllowAutoCreateTopics }, false},
 		{"partitioner.adaptive.partitioning.enable", "false", func(c *Config) any { return c.PartitionerAdaptivePartitioning }, false},
 		{"partitioner.availability.timeout.ms", "2000", func(c *Config) any { return c.PartitionerAvailabilityTimeout }, 2 * time.Second},
+		{"partitioner.rack.aware", "TRUE", func(c *Config) any { return c.PartitionerRackAware }, true},
+		{"client.rack", " use1-az1 ", func(c *Config) any { return c.ClientRack }, "use1-az1"},
 		{"partitioner.class", " " + JavaRoundRobinPartitioner + " ", func(c *Config) any { return fmt.Sprintf("%T", c.Partitioner) }, "*kprod.roundRobin"},
 		{"metadata.max.age.ms", "60000", func(c *Config) any { return c.MetadataMaxAge }, time.Minute},
 		{"metadata.max.idle.ms", "5000", func(c *Config) any { return c.MetadataMaxIdle }, 5 * time.Second},
@@ -213,6 +216,9 @@ func TestConfigSetEveryProperty(t *testing.T) {
 			}
 			if tt.name == "retries" && tt.value == "0" {
 				c.EnableIdempotence = new(false)
+			}
+			if tt.name == "partitioner.rack.aware" {
+				c.ClientRack = "use1-az1"
 			}
 			if err := c.Validate(); err != nil {
 				t.Errorf("Validate after Set(%q, %q) = %v", tt.name, tt.value, err)
@@ -283,6 +289,7 @@ func TestConfigPropertyBadValues(t *testing.T) {
 		{"allow.auto.create.topics", "no", "true"},
 		{"partitioner.adaptive.partitioning.enable", "", "true"},
 		{"partitioner.availability.timeout.ms", "-1", ">= 0"},
+		{"partitioner.rack.aware", "1", "true"},
 		{"partitioner.class", "org.apache.kafka.clients.producer.UniformStickyPartitioner", "partitioner.ignore.keys=true"},
 		{"partitioner.class", "org.apache.kafka.clients.producer.internals.DefaultPartitioner", "removed in Kafka 4.0"},
 		{"metadata.max.age.ms", "-1", ">= 0"},
@@ -314,10 +321,12 @@ func TestConfigPropertyBadValues(t *testing.T) {
 		})
 	}
 	for name := range properties {
-		// any string is a valid client.id; TLS and SASL settings are
-		// checked only with a security.protocol that uses them:
+		// any string is a valid client.id, and a valid client.rack on
+		// its own (TestConfigRackAware covers it with
+		// partitioner.rack.aware); TLS and SASL settings are checked only
+		// with a security.protocol that uses them:
 		// TestSecurityPropertiesBadValues covers them.
-		if !covered[name] && name != "client.id" && !securityProperty(name) {
+		if !covered[name] && name != "client.id" && name != "client.rack" && !securityProperty(name) {
 			t.Errorf("property %s has no bad-value test case", name)
 		}
 	}
@@ -365,6 +374,54 @@ func TestConfigValidateFields(t *testing.T) {
 	c.TransactionTimeout = 0
 	if err := c.Validate(); err != nil {
 		t.Errorf("TransactionTimeout 0 without transactional.id: %v", err)
+	}
+}
+
+// TestConfigRackAware: partitioner.rack.aware needs client.rack, as the
+// Java producer's ConfigException "client.rack must be provided if
+// partitioner.rack.aware is enabled" (KIP-1123).
+func TestConfigRackAware(t *testing.T) {
+	for _, rack := range []string{"", "  ", "\t"} {
+		props := map[string]string{"bootstrap.servers": "localhost:9092", "partitioner.rack.aware": "true"}
+		if rack != "" {
+			props["client.rack"] = rack
+		}
+		_, err := ConfigFromProperties(props)
+		ce := wantConfigError(t, err, "client.rack", "partitioner.rack.aware", "broker.rack")
+		if ce.Value != "" {
+			t.Errorf("client.rack %q: ConfigError.Value = %q, want it trimmed", rack, ce.Value)
+		}
+	}
+
+	// Go users setting fields get the same error, and a custom
+	// Partitioner does not excuse it: Java checks before it looks at
+	// partitioner.class.
+	c := validConfig()
+	c.PartitionerRackAware = true
+	wantConfigError(t, c.Validate(), "client.rack", "partitioner.rack.aware=true")
+	c.Partitioner = RoundRobinPartitioner()
+	wantConfigError(t, c.Validate(), "client.rack")
+
+	// Java reports its own ProducerConfig errors first.
+	c = validConfig()
+	c.PartitionerRackAware, c.EnableIdempotence, c.Acks = true, new(true), AcksLeader
+	wantConfigError(t, c.Validate(), "enable.idempotence")
+
+	// A rack is trimmed, as Java trims string properties; a rack without
+	// rack awareness is fine (Java's consumer uses the same property).
+	c = validConfig()
+	c.PartitionerRackAware, c.ClientRack = true, " use1-az1\n"
+	if err := c.Validate(); err != nil || c.ClientRack != "use1-az1" {
+		t.Fatalf("Validate = %v, ClientRack %q, want use1-az1", err, c.ClientRack)
+	}
+	before := c
+	if err := c.Validate(); err != nil || !reflect.DeepEqual(c, before) {
+		t.Fatalf("second Validate = %v, changed the Config: %+v", err, c)
+	}
+	c = validConfig()
+	c.ClientRack = "use1-az1"
+	if err := c.Validate(); err != nil {
+		t.Fatalf("client.rack without partitioner.rack.aware: %v", err)
 	}
 }
 

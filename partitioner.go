@@ -3,6 +3,7 @@ package kprod
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,18 @@ import (
 //     a slow broker. With partitioner.availability.timeout.ms > 0, the
 //     partitions of a broker that has had a sendable batch waiting for
 //     longer than that are left out of the draw altogether.
+//     - with partitioner.rack.aware=true (KIP-1123), that draw, uniform
+//     or adaptive, is among the partitions whose leader is in
+//     client.rack (as the brokers' broker.rack names it), so that
+//     keyless records do not cross racks or availability zones; the
+//     adaptive weights are then those of the rack's partitions alone.
+//     If none of the partitions the draw may pick is led from
+//     client.rack (no leader is there, or its brokers were left out as
+//     slow), the draw is over all of them, as without rack awareness.
+//     Keyed records are still hashed, and a Config.Partitioner is not
+//     affected. The brokers of a rack then take the keyless records of
+//     every producer in that rack: unless producers and leaders are
+//     spread alike over the racks, the load is not.
 //
 // Differences from the Java client: Java counts a record's bytes against
 // batch.size using its estimate of the compressed size; kprod counts the
@@ -212,13 +225,24 @@ func drawRandom() int32 { return rand.Int32() }
 // nextPartition is BuiltInPartitioner.nextPartition: with adaptive
 // partitioning and load statistics, a draw weighted by queue lengths;
 // otherwise a uniform draw among the partitions with a leader (or among
-// all, if none has one). draw is a non-negative random number, used as
-// Java uses its random: modulo the range.
+// all, if none has one). With partitioner.rack.aware, either draw is
+// first tried among the partitions led from client.rack (KIP-1123).
+// draw is a non-negative random number, used as Java uses its random:
+// modulo the range.
+//
+// It runs when Send switches partitions, not for every record.
 func (p *Producer) nextPartition(t *topicState, mt *cluster.Topic, draw int32) int32 {
 	if p.cfg.PartitionerAdaptivePartitioning {
 		var buf [2 * 64]int32 // no allocation for topics up to 64 partitions
 		if ls, ok := p.loadStats(t, mt, time.Now(), buf[:0]); ok {
 			return ls.pick(draw)
+		}
+	}
+	if p.cfg.PartitionerRackAware {
+		// Java filters the available partitions by their leader's rack
+		// on every switch; the snapshot has the list ready.
+		if inRack := mt.LedFromRack[p.cfg.ClientRack]; len(inRack) > 0 {
+			return inRack[draw%int32(len(inRack))]
 		}
 	}
 	return uniformPartition(mt, draw)
@@ -281,24 +305,67 @@ func (ls loadStats) pick(draw int32) int32 {
 // than 2 partitions, none eligible, or every partition eligible with the
 // same queue size.
 func buildLoadStats(sizes, ids []int32, total int) (loadStats, bool) {
-	if len(sizes) < 1 || total < 2 {
+	if !wantLoadStats(sizes, total) {
 		return loadStats{}, false
 	}
-	maxSize, allEqual := sizes[0], true
+	return foldLoadStats(sizes, ids), true
+}
+
+// wantLoadStats reports whether Java keeps load statistics for these
+// eligible queue sizes (see buildLoadStats).
+func wantLoadStats(sizes []int32, total int) bool {
+	if len(sizes) < 1 || total < 2 {
+		return false
+	}
 	for _, s := range sizes[1:] {
 		if s != sizes[0] {
-			allEqual = false
+			return true
 		}
-		maxSize = max(maxSize, s)
 	}
-	if allEqual && len(sizes) == total {
-		return loadStats{}, false
-	}
+	return len(sizes) < total
+}
+
+// foldLoadStats turns len(sizes) > 0 queue sizes into the table, in
+// place: weights max+1-s, summed up.
+func foldLoadStats(sizes, ids []int32) loadStats {
+	maxSize := slices.Max(sizes)
 	sizes[0] = maxSize + 1 - sizes[0]
 	for i := 1; i < len(sizes); i++ {
 		sizes[i] = maxSize + 1 - sizes[i] + sizes[i-1]
 	}
-	return loadStats{cft: sizes, ids: ids}, true
+	return loadStats{cft: sizes, ids: ids}
+}
+
+// buildRackLoadStats is buildLoadStats with partitioner.rack.aware
+// (KIP-1123): when Java keeps statistics for the topic, it also builds a
+// table of the eligible partitions led from the client's rack, weighted
+// among themselves, and draws from that one if it has any partition.
+// inRack lists the partitions led from the rack in increasing order, as
+// ids does.
+func buildRackLoadStats(sizes, ids []int32, total int, inRack []int32) (loadStats, bool) {
+	if !wantLoadStats(sizes, total) {
+		return loadStats{}, false
+	}
+	// Move the rack's entries to the front (both lists are increasing).
+	// Swap rather than overwrite: when the rack has none, nothing moved
+	// and the whole table is built instead.
+	keep := 0
+	for i, j := 0, 0; i < len(ids) && j < len(inRack); {
+		switch {
+		case ids[i] < inRack[j]:
+			i++
+		case ids[i] > inRack[j]:
+			j++
+		default:
+			sizes[keep], sizes[i] = sizes[i], sizes[keep]
+			ids[keep], ids[i] = ids[i], ids[keep]
+			keep, i, j = keep+1, i+1, j+1
+		}
+	}
+	if keep > 0 {
+		sizes, ids = sizes[:keep], ids[:keep]
+	}
+	return foldLoadStats(sizes, ids), true
 }
 
 // loadStats gathers, at now, the queue size of every partition of the
@@ -306,7 +373,8 @@ func buildLoadStats(sizes, ids []int32, total int) (loadStats, bool) {
 // builds the table from them, using buf for storage when it is large
 // enough. With partitioner.availability.timeout.ms set, partitions led by
 // a broker that has had a sendable batch waiting for longer than that are
-// left out.
+// left out. With partitioner.rack.aware, the table is that of the
+// partitions left that are led from client.rack, if there are any.
 func (p *Producer) loadStats(t *topicState, mt *cluster.Topic, now time.Time, buf []int32) (loadStats, bool) {
 	n := len(mt.Partitions)
 	qs := *t.parts.Load()
@@ -347,6 +415,9 @@ func (p *Producer) loadStats(t *topicState, mt *cluster.Topic, now time.Time, bu
 			}
 		}
 		sizes, ids = sizes[:keep], ids[:keep]
+	}
+	if p.cfg.PartitionerRackAware {
+		return buildRackLoadStats(sizes, ids, n, mt.LedFromRack[p.cfg.ClientRack])
 	}
 	return buildLoadStats(sizes, ids, n)
 }

@@ -85,6 +85,8 @@ var properties = map[string]setter{
 	"socket.connection.setup.timeout.max.ms":   msInt64(func(c *Config) *time.Duration { return &c.SocketConnectionSetupTimeoutMax }),
 	"partitioner.adaptive.partitioning.enable": boolField(func(c *Config) *bool { return &c.PartitionerAdaptivePartitioning }),
 	"partitioner.availability.timeout.ms":      msInt64(func(c *Config) *time.Duration { return &c.PartitionerAvailabilityTimeout }),
+	"partitioner.rack.aware":                   boolField(func(c *Config) *bool { return &c.PartitionerRackAware }),
+	"client.rack":                              trimmed(func(c *Config) *string { return &c.ClientRack }),
 	"buffer.memory": func(c *Config, name, v string) error {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil {

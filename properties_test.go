@@ -180,6 +180,28 @@ func TestPropertiesJavaProducerFile(t *testing.T) {
 	}
 }
 
+// TestPropertiesRackAware: a Java producer.properties with rack-aware
+// partitioning (KIP-1123) loads, and one that forgets client.rack fails
+// as the Java producer does, naming the file and what to set.
+func TestPropertiesRackAware(t *testing.T) {
+	path := writeFile(t, "rack.properties", `bootstrap.servers=kafka-1.use1-az1.internal:9092
+# keep keyless records in this availability zone
+partitioner.rack.aware=true
+client.rack=use1-az1
+`)
+	c, err := ConfigFromFile(path)
+	if err != nil {
+		t.Fatalf("ConfigFromFile = %v", err)
+	}
+	if !c.PartitionerRackAware || c.ClientRack != "use1-az1" || len(c.IgnoredProperties) != 0 {
+		t.Errorf("PartitionerRackAware %v, ClientRack %q, ignored %q", c.PartitionerRackAware, c.ClientRack, c.IgnoredProperties)
+	}
+
+	path = writeFile(t, "norack.properties", "bootstrap.servers=b:9092\npartitioner.rack.aware=true\nclient.rack=\n")
+	_, err = ConfigFromFile(path)
+	wantConfigError(t, err, "client.rack", path, "partitioner.rack.aware=true")
+}
+
 func TestPropertiesFileErrors(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope.properties")
 	if _, err := LoadProperties(missing); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {

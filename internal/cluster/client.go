@@ -506,6 +506,7 @@ func (c *Client) install(mr *kmsg.MetadataResponse) {
 			}
 			if ok {
 				topic.Partitions = parts
+				topic.LedFromRack = ledFromRack(parts, s.Brokers)
 			} else {
 				topic.Err = kerr.LeaderNotAvailable
 			}

@@ -36,6 +36,15 @@ type Topic struct {
 	ID         [16]byte
 	Err        error
 	Partitions []Partition
+
+	// LedFromRack lists, per broker rack (broker.rack), the partitions
+	// whose leader is in that rack, in increasing order. Partitions
+	// without a leader, or led by a broker without a rack, are in no
+	// list; nil when no leader has a rack. It is built with the snapshot
+	// so that the rack-aware partitioner (KIP-1123) finds a rack's
+	// partitions with one map lookup when it switches partitions, not by
+	// walking the brokers for every switch.
+	LedFromRack map[string][]int32
 }
 
 // Partition is one partition's metadata. Leader is -1 when the partition
@@ -48,6 +57,26 @@ type Partition struct {
 	ISR         []int32
 	Offline     []int32
 	Err         error
+}
+
+// ledFromRack builds Topic.LedFromRack from a topic's partitions and the
+// brokers of the same metadata response.
+func ledFromRack(parts []Partition, brokers map[int32]BrokerInfo) map[string][]int32 {
+	var m map[string][]int32
+	for i := range parts {
+		if parts[i].Leader < 0 {
+			continue
+		}
+		rack := brokers[parts[i].Leader].Rack
+		if rack == "" {
+			continue
+		}
+		if m == nil {
+			m = make(map[string][]int32)
+		}
+		m[rack] = append(m[rack], int32(i))
+	}
+	return m
 }
 
 // Leader returns the leader of topic/partition, or -1.

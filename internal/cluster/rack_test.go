@@ -1,0 +1,58 @@
+package cluster
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// TestLedFromRack: a topic's partitions grouped by their leader's rack,
+// for the rack-aware partitioner (KIP-1123).
+func TestLedFromRack(t *testing.T) {
+	brokers := map[int32]BrokerInfo{1: {ID: 1, Rack: "a"}, 2: {ID: 2, Rack: "b"}, 3: {ID: 3}}
+	parts := func(leaders ...int32) []Partition {
+		out := make([]Partition, len(leaders))
+		for i, l := range leaders {
+			out[i] = Partition{ID: int32(i), Leader: l}
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name    string
+		leaders []int32
+		want    map[string][]int32
+	}{
+		// No leader (-1), a leader without a rack (3), a leader
+		// metadata does not list (9): in no rack.
+		{"mixed", []int32{1, 2, -1, 1, 3, 9, 2}, map[string][]int32{"a": {0, 3}, "b": {1, 6}}},
+		{"no leader has a rack", []int32{3, -1, 3}, nil},
+		{"no partitions", nil, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := ledFromRack(parts(tt.leaders...), brokers); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("ledFromRack = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSnapshotLedFromRack: the snapshot has the lists as soon as it has
+// the topic (kfake puts every broker in rack "krack").
+func TestSnapshotLedFromRack(t *testing.T) {
+	kc := newCluster(t, kfake.SeedTopics(4, "racks"))
+	c := newClient(t, testConfig(kc.ListenAddrs()...))
+	topic, err := c.WaitTopic(ctxFor(t, 5*time.Second), "racks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, b := range c.Snapshot().Brokers {
+		if b.Rack != "krack" {
+			t.Fatalf("broker %d in rack %q, want kfake's krack", id, b.Rack)
+		}
+	}
+	if want := map[string][]int32{"krack": {0, 1, 2, 3}}; !reflect.DeepEqual(topic.LedFromRack, want) {
+		t.Fatalf("LedFromRack = %v, want %v", topic.LedFromRack, want)
+	}
+}
