@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // eventLog records what interceptors and callbacks saw, in order.
@@ -344,25 +346,42 @@ func TestInterceptorCloseAfterLastAck(t *testing.T) {
 	}
 }
 
-// TestInterceptorCloseAfterAbort: when ctx ends before the buffered records
-// are delivered, the interceptors are still closed, after the aborted
+// TestInterceptorCloseAfterAbort: when ctx ends before the records are
+// delivered, the interceptors are still closed, after the aborted
 // records' OnAcknowledgement, and Close returns ctx's error.
 func TestInterceptorCloseAfterAbort(t *testing.T) {
 	c := newFake(t, 2)
+	block := make(chan struct{})
+	defer close(block)
+	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		select { // holds the fake cluster: nothing is delivered
+		case <-block:
+		case <-time.After(5 * time.Second):
+		}
+		return nil, nil, false
+	})
 	cfg := testConfig(c)
-	cfg.Linger = time.Hour
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	var log eventLog
 	cfg.Interceptors = closingChain(&log)
 	p := newTestProducer(t, cfg)
 	const n = 20
+	var aborted atomic.Int32
 	for i := range n {
-		p.Send(context.Background(), &Record{Topic: "t", Value: fmt.Appendf(nil, "r%d", i)}, nil)
+		p.Send(context.Background(), &Record{Topic: "t", Value: fmt.Appendf(nil, "r%d", i)}, func(_ *Record, err error) {
+			if errors.Is(err, ErrAborted) {
+				aborted.Add(1)
+			}
+		})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := p.Close(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Close: %v, want context.Canceled", err)
+	}
+	if got := aborted.Load(); got != n {
+		t.Errorf("%d records failed with ErrAborted, want all %d", got, n)
 	}
 	checkClosedAfterAcks(t, log.get(), n)
 }
