@@ -419,6 +419,8 @@ func (s *sender) handle(r *produceResult) {
 	}
 	answered := make(map[*batch]bool, len(r.batches))
 	refresh := false
+	var hints []cluster.LeaderHint
+	var hinted []*batch
 	for _, t := range resp.Topics {
 		name := t.Topic
 		if name == "" {
@@ -448,7 +450,12 @@ func (s *sender) handle(r *produceResult) {
 				continue
 			}
 			if leaderMoved(be) {
-				refresh = true
+				if h, ok := leaderHint(name, &rp); ok {
+					hints = append(hints, h)
+					hinted = append(hinted, b)
+				} else {
+					refresh = true
+				}
 			}
 			retriable := be.Retriable
 			if s.idemOn && !b.completed {
@@ -463,9 +470,55 @@ func (s *sender) handle(r *produceResult) {
 				kerr.ErrConnectionLost, r.broker, b.q.topic.name, b.q.partition), true)
 		}
 	}
+	if len(hints) > 0 && s.applyLeaderHints(r.broker, hints, hinted, resp.Brokers, now) {
+		refresh = true
+	}
 	if refresh {
 		p.cl.RequestRefresh()
 	}
+}
+
+// leaderHint is the partition's new leader that a NOT_LEADER_OR_FOLLOWER
+// or FENCED_LEADER_EPOCH answer names (KIP-951, Produce v10+), if any.
+func leaderHint(topic string, rp *kmsg.ProduceResponseTopicPartition) (cluster.LeaderHint, bool) {
+	if rp.ErrorCode != kerr.NotLeaderOrFollower.Code && rp.ErrorCode != kerr.FencedLeaderEpoch.Code {
+		return cluster.LeaderHint{}, false
+	}
+	cl := rp.CurrentLeader
+	if cl.LeaderID < 0 || cl.LeaderEpoch < 0 {
+		return cluster.LeaderHint{}, false
+	}
+	return cluster.LeaderHint{Topic: topic, Partition: rp.Partition, Leader: cl.LeaderID, Epoch: cl.LeaderEpoch}, true
+}
+
+// applyLeaderHints installs the leaders a produce response named, as the
+// Java client does since KIP-951, so that the batches go to the new
+// leader without waiting for a Metadata request, and without retry
+// backoff (batches[i] is the batch hints[i] came with). It reports whether
+// metadata must be refreshed after all: a hint named a broker that
+// neither metadata nor the response's endpoints describe.
+func (s *sender) applyLeaderHints(from int32, hints []cluster.LeaderHint, batches []*batch, endpoints []kmsg.ProduceResponseBroker, now time.Time) (refresh bool) {
+	nodes := make([]cluster.BrokerInfo, 0, len(endpoints))
+	for _, e := range endpoints {
+		bi := cluster.BrokerInfo{ID: e.NodeID, Host: e.Host, Port: e.Port}
+		if e.Rack != nil {
+			bi.Rack = *e.Rack
+		}
+		nodes = append(nodes, bi)
+	}
+	s.p.cl.UpdateLeaders(hints, nodes)
+	snap := s.p.cl.Snapshot()
+	for i, h := range hints {
+		leader := snap.Leader(h.Topic, h.Partition)
+		if leader != h.Leader {
+			refresh = true // the hint was stale or named an unknown broker
+			continue
+		}
+		if b := batches[i]; !b.completed && leader != from {
+			b.retryAt = now // the leader moved: retry at once
+		}
+	}
+	return refresh
 }
 
 func findBatch(bs []*batch, topic string, partition int32) *batch {

@@ -1,0 +1,115 @@
+package kprod
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kprod/kprod/internal/cluster"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// After a partition's leader moves, a produce to the old leader comes
+// back NOT_LEADER_OR_FOLLOWER naming the new leader (KIP-951). The
+// producer uses that answer: here every Metadata request gets the stale
+// view (the old leader) after the move, so the records reach the new
+// leader only through the hint, before delivery.timeout.ms.
+func TestLeaderHintFromProduceResponse(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	cfg.RequestTimeout = 2 * time.Second
+	cfg.DeliveryTimeout = 5 * time.Second
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 20*time.Second)
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("before")}).ToPartition(0)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The stale view: what metadata says now, before the move.
+	snap := p.cl.Snapshot()
+	mt := snap.Topics["t"]
+	oldLeader, oldEpoch := mt.Partitions[0].Leader, mt.Partitions[0].LeaderEpoch
+	var stale atomic.Int64
+	c.ControlKey(kmsg.Metadata.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		resp.SetVersion(req.GetVersion())
+		resp.ControllerID = snap.ControllerID
+		for _, b := range snap.Brokers {
+			rb := kmsg.NewMetadataResponseBroker()
+			rb.NodeID, rb.Host, rb.Port = b.ID, b.Host, b.Port
+			resp.Brokers = append(resp.Brokers, rb)
+		}
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic, rt.TopicID = kmsg.StringPtr("t"), mt.ID
+		rp := kmsg.NewMetadataResponseTopicPartition()
+		rp.Leader, rp.LeaderEpoch = oldLeader, oldEpoch
+		rp.Replicas, rp.ISR = []int32{oldLeader}, []int32{oldLeader}
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		stale.Add(1)
+		return resp, nil, true
+	})
+	newLeader := (oldLeader + 1) % 3
+	if err := c.MoveTopicPartition("t", 0, newLeader); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 100
+	o := newOutcomes(t)
+	for range n {
+		p.Send(ctx, (&Record{Topic: "t", Value: []byte("after")}).ToPartition(0), o.cb())
+	}
+	o.wait(t, 15*time.Second)
+	if ok, failed := o.errCount(); ok != n {
+		t.Fatalf("%d of %d records delivered after the leader moved, %d failed (first: %v); metadata answered stale %d times",
+			ok, n, failed, firstErr(o), stale.Load())
+	}
+	if got := p.cl.Snapshot().Leader("t", 0); got != newLeader {
+		t.Fatalf("the producer's metadata has leader %d for t[0], want %d from the produce response", got, newLeader)
+	}
+}
+
+// A hint older than what metadata already says is ignored, and one that
+// names a broker nobody described asks for a Metadata refresh instead.
+func TestLeaderHintIgnoredWhenStale(t *testing.T) {
+	c := newFake(t, 1)
+	p := newTestProducer(t, testConfig(c))
+	ctx := ctxT(t, 10*time.Second)
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("x")}).ToPartition(0)); err != nil {
+		t.Fatal(err)
+	}
+	before := p.cl.Snapshot()
+	part := before.Topics["t"].Partitions[0]
+	stale := []leaderHintCase{
+		{leader: (part.Leader + 1) % 3, epoch: part.LeaderEpoch}, // not newer
+		{leader: 42, epoch: part.LeaderEpoch + 1},                // unknown broker
+		{leader: (part.Leader + 1) % 3, epoch: -1, noHint: true}, // no CurrentLeader
+	}
+	for _, tc := range stale {
+		rp := kmsg.NewProduceResponseTopicPartition()
+		rp.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER
+		rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = tc.leader, tc.epoch
+		h, ok := leaderHint("t", &rp)
+		if ok == tc.noHint {
+			t.Fatalf("leaderHint(%d, %d) = %v, want a hint: %v", tc.leader, tc.epoch, ok, !tc.noHint)
+		}
+		if !ok {
+			continue
+		}
+		if applied := p.cl.UpdateLeaders(nil, nil); applied != nil {
+			t.Fatal("UpdateLeaders of nothing applied something")
+		}
+		if applied := p.cl.UpdateLeaders([]cluster.LeaderHint{h}, nil); len(applied) != 0 {
+			t.Fatalf("hint %+v applied over leader %d epoch %d", h, part.Leader, part.LeaderEpoch)
+		}
+	}
+	if p.cl.Snapshot() != before {
+		t.Fatal("ignored hints replaced the metadata snapshot")
+	}
+}
+
+type leaderHintCase struct {
+	leader, epoch int32
+	noHint        bool
+}
