@@ -386,14 +386,19 @@ func parseProperties(text string) (map[string]string, error) {
 		i, lineNo = next, nextLineNo
 		key, value := splitKeyValue(line)
 		k, err := unescape(key)
-		if err == nil {
-			var v string
-			v, err = unescape(value)
-			props[k] = v
-		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: line %d: %w", kerr.ErrInvalidConfig, start, err)
+			// The key is not shown: on a line without a separator it is
+			// the whole line, which may be a stray password.
+			return nil, fmt.Errorf("%w: line %d: in the property name: %w", kerr.ErrInvalidConfig, start, err)
 		}
+		v, err := unescape(value)
+		if err != nil {
+			if !isSecret(k) && !looksSecret(k) {
+				return nil, fmt.Errorf("%w: line %d: property %s: %w; found %s", kerr.ErrInvalidConfig, start, k, err, err.text)
+			}
+			return nil, fmt.Errorf("%w: line %d: property %s: %w; the value is not shown: it is secret", kerr.ErrInvalidConfig, start, k, err)
+		}
+		props[k] = v
 	}
 }
 
@@ -501,10 +506,20 @@ func splitKeyValue(line []rune) (key, value []rune) {
 	return line[:keyLen], line[valueStart:]
 }
 
+// escapeError is a \u escape without 4 hex digits. Its message does not
+// show the escape, which is part of a value that may be a password; the
+// caller adds text, the escape, when the key is not secret.
+type escapeError struct{ text string }
+
+func (e *escapeError) Error() string {
+	return `malformed \uxxxx escape: \u needs 4 hex digits (write a backslash as \\)`
+}
+
 // unescape resolves the escapes of a key or value. \uXXXX escapes are
 // UTF-16 code units, so a surrogate pair written as two escapes becomes
-// one character.
-func unescape(s []rune) (string, error) {
+// one character. The error is *escapeError, not error, so the caller
+// can show the escape where the value is not secret.
+func unescape(s []rune) (string, *escapeError) {
 	var b strings.Builder
 	var pendingHigh rune = -1
 	flushHigh := func() {
@@ -533,11 +548,11 @@ func unescape(s []rune) (string, error) {
 			c = '\f'
 		case 'u':
 			if i+4 >= len(s) {
-				return "", fmt.Errorf(`malformed \uXXXX escape %q: it needs 4 hex digits`, string(s[i-1:]))
+				return "", &escapeError{text: string(s[i-1:])}
 			}
 			n, err := strconv.ParseUint(string(s[i+1:i+5]), 16, 16)
 			if err != nil {
-				return "", fmt.Errorf(`malformed \uXXXX escape %q: it needs 4 hex digits`, string(s[i-1:i+5]))
+				return "", &escapeError{text: string(s[i-1 : i+5])}
 			}
 			i += 4
 			r := rune(n)

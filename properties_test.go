@@ -71,19 +71,58 @@ func TestPropertiesParse(t *testing.T) {
 func TestPropertiesMalformedEscape(t *testing.T) {
 	for _, tt := range []struct {
 		in   string
-		line string
+		want []string
 	}{
-		{"a=1\nb=\\u12G4", "line 2"},
-		{"a=1\n\n# c\nb=\\u12", "line 4"},
-		{"x\\u00=1", "line 1"},
+		{"a=1\nb=\\u12G4", []string{"line 2", "property b", `found \u12G4`}},
+		{"a=1\n\n# c\nb=\\u12", []string{"line 4", "property b", `found \u12`}},
+		{"x\\u00=1", []string{"line 1", "in the property name"}},
 	} {
 		_, err := parseProperties(tt.in)
 		if err == nil {
 			t.Errorf("parseProperties(%q): no error for a malformed \\u escape", tt.in)
 			continue
 		}
-		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.line) || !strings.Contains(err.Error(), `\u`) {
-			t.Errorf("parseProperties(%q) = %q, want ErrInvalidConfig naming %s and the escape", tt.in, err, tt.line)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), `malformed \uxxxx escape`) {
+			t.Errorf("parseProperties(%q) = %q, want ErrInvalidConfig saying malformed \\uxxxx escape", tt.in, err)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("parseProperties(%q) = %q, want it to say %q", tt.in, err, w)
+			}
+		}
+	}
+}
+
+// TestPropertiesMalformedEscapeHidesSecret: the error for a malformed \u
+// escape quoted up to 6 characters of the value, a password's included,
+// and did not name the property.
+func TestPropertiesMalformedEscapeHidesSecret(t *testing.T) {
+	for _, tt := range []struct {
+		key, value, secret string
+	}{
+		{"ssl.key.password", `hun\u7er2`, `\u7er2`},
+		{"ssl.truststore.password", `pw\uZZ`, `\uZZ`},
+		{"sasl.jaas.config", `org.apache.kafka.common.security.plain.PlainLoginModule required password="s\u3cr";`, `\u3cr"`},
+		{"my.db.password", `x\u12`, `\u12`}, // unknown, but looks secret
+		{"ssl.keystore.key", `-----BEGIN\u`, `BEGIN`},
+	} {
+		path := writeFile(t, "producer.properties", "acks=all\n"+tt.key+"="+tt.value+"\n")
+		_, err := LoadProperties(path)
+		if err == nil {
+			t.Errorf("%s=%s: no error", tt.key, tt.value)
+			continue
+		}
+		msg := err.Error()
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: error %q does not wrap ErrInvalidConfig", tt.key, msg)
+		}
+		for _, w := range []string{path, "line 2", "property " + tt.key, `malformed \uxxxx escape`, "not shown"} {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s: error %q does not say %q", tt.key, msg, w)
+			}
+		}
+		if strings.Contains(msg, tt.secret) {
+			t.Errorf("%s: error %q shows the value (%q)", tt.key, msg, tt.secret)
 		}
 	}
 }

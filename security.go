@@ -491,7 +491,7 @@ func (c *Config) saslCredentials(jaas *sasl.JAAS) (user, pass string, err error)
 		}
 		if jaas.Module != sasl.PlainLoginModule && jaas.Module != sasl.ScramLoginModule {
 			return "", "", invalid("sasl.jaas.config", c.SASLJAASConfig, fmt.Sprintf(
-				"sasl.mechanism=%s needs %s or %s, not %s", c.SASLMechanism, sasl.PlainLoginModule, sasl.ScramLoginModule, jaas.Module))
+				"sasl.mechanism=%s needs %s or %s, not %s", c.SASLMechanism, sasl.PlainLoginModule, sasl.ScramLoginModule, sasl.ModuleName(jaas.Module)))
 		}
 		user, pass = jaas.Options["username"], jaas.Options["password"]
 		if user == "" {
@@ -529,7 +529,8 @@ func (c *Config) oauthMechanism(jaas *sasl.JAAS) (sasl.Mechanism, error) {
 		return nil, invalid("sasl.jaas.config", "", need)
 	}
 	if jaas.Module != sasl.OAuthBearerLoginModule {
-		return nil, invalid("sasl.jaas.config", c.SASLJAASConfig, fmt.Sprintf("sasl.mechanism=OAUTHBEARER needs %s, not %s", sasl.OAuthBearerLoginModule, jaas.Module))
+		return nil, invalid("sasl.jaas.config", c.SASLJAASConfig, fmt.Sprintf("sasl.mechanism=OAUTHBEARER needs %s, not %s",
+			sasl.OAuthBearerLoginModule, sasl.ModuleName(jaas.Module)))
 	}
 	unsecured := false
 	for k := range jaas.Options {

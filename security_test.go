@@ -389,3 +389,40 @@ func TestSecurityGoFieldRules(t *testing.T) {
 		t.Error("Validate rejects a TLSConfig")
 	}
 }
+
+// TestSecurityJAASErrorsHideBareSecret: sasl.jaas.config=hunter2 (a bare
+// password where the JAAS entry belongs) made its first word the login
+// module class, which the errors quoted; so did a word of an unquoted
+// password with a space, as an option name.
+func TestSecurityJAASErrorsHideBareSecret(t *testing.T) {
+	sasl := func(mech, jaas string) map[string]string {
+		return secProps("security.protocol", "SASL_SSL", "sasl.mechanism", mech, "sasl.jaas.config", jaas)
+	}
+	for _, tc := range []struct {
+		name   string
+		props  map[string]string
+		secret string
+		want   []string
+	}{
+		{"bare password", sasl("PLAIN", "hunter2-bare"), "hunter2-bare", []string{"no control flag", "unknown login module class"}},
+		{"unknown module for PLAIN", sasl("SCRAM-SHA-256", "hunter3 required;"), "hunter3",
+			[]string{"needs org.apache.kafka.common.security.plain.PlainLoginModule", "not an unknown login module class"}},
+		{"unknown module for OAUTHBEARER", sasl("OAUTHBEARER", "hunter3 required;"), "hunter3",
+			[]string{"needs org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule", "not an unknown login module class"}},
+		{"unquoted password with a space", sasl("PLAIN",
+			`org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password=hunter 2xq;`), "2xq",
+			[]string{"option 3", "has no '=value'", "quoted"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ConfigFromProperties(tc.props)
+			ce := wantConfigError(t, err, "sasl.jaas.config", tc.want...)
+			if strings.Contains(err.Error(), tc.secret) || strings.Contains(ce.Value, tc.secret) || strings.Contains(ce.Reason, tc.secret) {
+				t.Errorf("the error shows %q: %v", tc.secret, err)
+			}
+		})
+	}
+
+	// A known module that is wrong for the mechanism is still named.
+	_, err := ConfigFromProperties(sasl("OAUTHBEARER", jaasPlain))
+	wantConfigError(t, err, "sasl.jaas.config", "not org.apache.kafka.common.security.plain.PlainLoginModule")
+}

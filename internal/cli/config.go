@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/kprod/kprod"
 )
@@ -18,11 +20,13 @@ import (
 type producerFlags struct {
 	configFile string
 	props      []string // k=v from --producer-props / --producer-property
+	propsFlag  string   // which of the two
 	x          []string // k=v from -X
 	brokers    string
 }
 
 func (pf *producerFlags) register(fs *flagSet, propsFlag string, multi bool) {
+	pf.propsFlag = propsFlag
 	fs.stringVar(&pf.brokers, []string{"--bootstrap-server", "--brokers", "-b"}, "HOST:PORT[,HOST:PORT...]",
 		"the brokers to connect to (bootstrap.servers); overrides bootstrap.servers from the other flags")
 	if multi {
@@ -78,11 +82,11 @@ func (pf *producerFlags) build(defaults map[string]string) (kprod.Config, error)
 	for _, group := range []struct {
 		flag string
 		kvs  []string
-	}{{"", pf.props}, {"-X", pf.x}} {
+	}{{pf.propsFlag, pf.props}, {"-X", pf.x}} {
 		for _, kv := range group.kvs {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || strings.TrimSpace(k) == "" {
-				return cfg, usagef("invalid property %q: want PROP-NAME=PROP-VALUE", kv)
+				return cfg, badProperty(group.flag, kv)
 			}
 			if err := set("", k, v); err != nil {
 				return cfg, err
@@ -95,6 +99,44 @@ func (pf *producerFlags) build(defaults map[string]string) (kprod.Config, error)
 		}
 	}
 	return cfg, nil
+}
+
+// badProperty is the usage error for a property argument without
+// "name=": it never repeats the argument, which may hold a password
+// ("-X ssl.key.password:hunter2", "-X =hunter2", or a bare "-X hunter2").
+// It names the property only when the text before the first ':' or
+// whitespace is one kprod knows.
+func badProperty(flag, kv string) error {
+	if flag == "" {
+		flag = "a producer property"
+	}
+	if strings.HasPrefix(strings.TrimSpace(kv), "=") {
+		return usagef("%s needs PROP-NAME=PROP-VALUE: the name before '=' is empty (the argument is not shown in case it holds a secret)", flag)
+	}
+	name, _, sep := strings.Cut(kv, ":")
+	if i := strings.IndexFunc(name, unicode.IsSpace); i >= 0 {
+		name, sep = name[:i], true
+	}
+	if knownProperty(name) {
+		if sep {
+			return usagef("%s needs PROP-NAME=PROP-VALUE: write %s=VALUE, with '=' after the name (the value is not shown in case it is a secret)", flag, name)
+		}
+		return usagef("%s needs PROP-NAME=PROP-VALUE: %s has no '=VALUE'", flag, name)
+	}
+	return usagef("%s needs PROP-NAME=PROP-VALUE: the argument has no '=' (it is not shown in case it holds a secret)", flag)
+}
+
+// knownProperty reports whether name is a property kprod knows (or
+// accepts and ignores, as Java-only): only such a name is safe to show,
+// any other text may be a password.
+func knownProperty(name string) bool {
+	if name == "" || name != strings.TrimSpace(name) {
+		return false
+	}
+	var probe kprod.Config
+	err := probe.Set(name, "")
+	var ce *kprod.ConfigError
+	return err == nil || errors.As(err, &ce) && !strings.HasPrefix(ce.Reason, "unknown producer property")
 }
 
 // validate checks the Config as NewProducer will, so that a bad setting

@@ -27,7 +27,12 @@ type JAAS struct {
 // backslash escapes), and a terminating ';'. Kafka allows exactly one
 // login module here. /* */ and // comments are skipped.
 //
-// Errors never quote option values: they hold passwords.
+// Errors never quote text from s except a known login module class (see
+// ModuleName) and known option names (username, password, OAuth's
+// unsecuredLogin*): s holds a password, and any other word may be one or a
+// piece of one. A bare password given as sasl.jaas.config parses as the
+// module class; an unquoted value with a space splits into words that
+// parse as option names.
 func ParseJAAS(s string) (*JAAS, error) {
 	p := &jaasParser{in: []rune(s)}
 	p.space()
@@ -38,19 +43,23 @@ func ParseJAAS(s string) (*JAAS, error) {
 	if j.Module == "" {
 		return nil, fmt.Errorf("expected a login module class at character %d", p.i+1)
 	}
+	mod := ModuleName(j.Module)
 	p.space()
 	j.Flag = strings.ToLower(p.word())
 	switch j.Flag {
 	case "required", "requisite", "sufficient", "optional":
 	case "":
-		return nil, fmt.Errorf("no control flag after %s: expected required, requisite, sufficient or optional", j.Module)
+		if !knownModule(j.Module) {
+			return nil, fmt.Errorf("no control flag after %s: expected a login module class, a flag and options, e.g. %s required username=\"...\" password=\"...\"; not a bare password", mod, PlainLoginModule)
+		}
+		return nil, fmt.Errorf("no control flag after %s: expected required, requisite, sufficient or optional", mod)
 	default:
-		return nil, fmt.Errorf("control flag of %s is not required, requisite, sufficient or optional", j.Module)
+		return nil, fmt.Errorf("control flag of %s is not required, requisite, sufficient or optional", mod)
 	}
-	for {
+	for n := 1; ; n++ {
 		p.space()
 		if p.eof() {
-			return nil, fmt.Errorf("missing ';' at the end of the %s entry", j.Module)
+			return nil, fmt.Errorf("missing ';' at the end of the entry of %s", mod)
 		}
 		if p.peek() == ';' {
 			p.i++
@@ -58,11 +67,13 @@ func ParseJAAS(s string) (*JAAS, error) {
 		}
 		name := p.word()
 		if name == "" {
-			return nil, fmt.Errorf("expected an option name at character %d", p.i+1)
+			return nil, fmt.Errorf("option %d of %s has no name (a stray '=' or '\"'?)", n, mod)
 		}
 		p.space()
 		if p.eof() || p.peek() != '=' {
-			return nil, fmt.Errorf("option %q of %s has no '=value'", name, j.Module)
+			// Not even a known name is shown: "password=hunter username;"
+			// would show a piece of the password.
+			return nil, fmt.Errorf("option %d of %s has no '=value'; a value that holds spaces or special characters must be quoted (password=\"...\")", n, mod)
 		}
 		p.i++
 		p.space()
@@ -71,12 +82,12 @@ func ParseJAAS(s string) (*JAAS, error) {
 		if !p.eof() && p.peek() == '"' {
 			value, err = p.quoted()
 			if err != nil {
-				return nil, fmt.Errorf("option %q of %s: %w", name, j.Module, err)
+				return nil, fmt.Errorf("%s of %s: %w", optionName(n, name), mod, err)
 			}
 		} else {
 			value = p.word()
 			if value == "" {
-				return nil, fmt.Errorf("option %q of %s has an empty value; quote it (\"\") if it is meant to be empty", name, j.Module)
+				return nil, fmt.Errorf("%s of %s has an empty value; quote it (\"\") if it is meant to be empty", optionName(n, name), mod)
 			}
 		}
 		j.Options[name] = value
@@ -86,6 +97,35 @@ func ParseJAAS(s string) (*JAAS, error) {
 		return nil, fmt.Errorf("more than one login module: Kafka's sasl.jaas.config takes exactly one, ended by ';'")
 	}
 	return j, nil
+}
+
+// ModuleName is module for error messages: the class name if it is one
+// of the login modules Kafka's clients know, else "an unknown login
+// module class" without the text, which may be a password given where
+// the class belongs (sasl.jaas.config=hunter2).
+func ModuleName(module string) string {
+	if knownModule(module) {
+		return module
+	}
+	return "an unknown login module class (not shown: it may be a secret; check its spelling)"
+}
+
+func knownModule(module string) bool {
+	switch module {
+	case PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule, krb5LoginModule:
+		return true
+	}
+	return false
+}
+
+// optionName is the n-th option for error messages, with its name if it
+// is one kprod reads: any other name may be a piece of an unquoted value
+// ("password=a b=" makes an option b).
+func optionName(n int, name string) string {
+	if name == "username" || name == "password" || strings.HasPrefix(name, "unsecuredLogin") {
+		return fmt.Sprintf("option %d (%s)", n, name)
+	}
+	return fmt.Sprintf("option %d", n)
 }
 
 type jaasParser struct {

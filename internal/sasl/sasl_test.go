@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,68 @@ func TestParseJAASErrorsHideValues(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), secret) {
 			t.Errorf("ParseJAAS error shows the password: %v", err)
+		}
+	}
+}
+
+// TestParseJAASErrorsHideSecretWords: a bare password given as
+// sasl.jaas.config parses as the login module class, and a word of an
+// unquoted password with a space parses as an option name; neither may
+// show in the error, which still says what is wrong.
+func TestParseJAASErrorsHideSecretWords(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, secret string
+		want             []string
+	}{
+		{"bare password", "hunter2-bare", "hunter2-bare",
+			[]string{"no control flag after an unknown login module class", "not a bare password", PlainLoginModule}},
+		{"passphrase", "hunter2 bare words", "hunter2",
+			[]string{"control flag of an unknown login module class", "is not required"}},
+		{"unknown module without ';'", "hunter2 required", "hunter2", []string{"missing ';'", "unknown login module class"}},
+		{"unquoted password with a space", PlainLoginModule + ` required username="u" password=hunter 2xq;`, "2xq",
+			[]string{"option 3 of " + PlainLoginModule + " has no '=value'", "quoted"}},
+		{"a word of the password before '='", PlainLoginModule + ` required password=hunter 2xq=;`, "2xq",
+			[]string{"option 2 of " + PlainLoginModule + " has an empty value"}},
+		{"a word of the password before a quote", PlainLoginModule + ` required password=hunter 2xq="open`, "2xq",
+			[]string{"option 2 of " + PlainLoginModule + ": unterminated quoted value"}},
+		{"stray quote", PlainLoginModule + ` required password=hunter "2xq";`, "2xq", []string{"option 2 of " + PlainLoginModule + " has no name"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseJAAS(tc.in)
+			if err == nil {
+				t.Fatalf("ParseJAAS(%q) succeeded", tc.in)
+			}
+			if strings.Contains(err.Error(), tc.secret) {
+				t.Errorf("the error shows %q: %v", tc.secret, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+
+	// Known option names are still named, and the quoted-value error is
+	// still wrapped.
+	_, err := ParseJAAS(PlainLoginModule + ` required username="u" password="pw-Q7z`)
+	if err == nil || !strings.Contains(err.Error(), "option 2 (password) of "+PlainLoginModule) || errors.Unwrap(err) == nil {
+		t.Errorf("unterminated password: %v", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "pw-Q7z") {
+		t.Errorf("the error shows the value: %v", err)
+	}
+}
+
+func TestModuleName(t *testing.T) {
+	for _, m := range []string{PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule, krb5LoginModule} {
+		if got := ModuleName(m); got != m {
+			t.Errorf("ModuleName(%s) = %q", m, got)
+		}
+	}
+	for _, m := range []string{"hunter3", "org.apache.kafka.common.security.plain.PlainLoginModul", ""} {
+		if got := ModuleName(m); strings.Contains(got, m) && m != "" || !strings.Contains(got, "unknown login module") {
+			t.Errorf("ModuleName(%q) = %q", m, got)
 		}
 	}
 }

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestBuildBadPropertyHidesValue: a property argument without "name="
+// was repeated whole in the usage error, so "-X ssl.key.password:hunter2"
+// or "-X =hunter2" printed the password.
+func TestBuildBadPropertyHidesValue(t *testing.T) {
+	const secret = "hunter2-Qx9"
+	for _, tc := range []struct {
+		name string
+		pf   producerFlags
+		want []string
+	}{
+		{"colon for equals", producerFlags{x: []string{"ssl.key.password:" + secret}},
+			[]string{"-X needs PROP-NAME=PROP-VALUE", "write ssl.key.password=VALUE"}},
+		{"space for equals", producerFlags{x: []string{"sasl.jaas.config " + secret}},
+			[]string{"-X needs PROP-NAME=PROP-VALUE", "write sasl.jaas.config=VALUE"}},
+		{"empty name", producerFlags{x: []string{"=" + secret}},
+			[]string{"-X needs PROP-NAME=PROP-VALUE", "name before '=' is empty"}},
+		{"blank name", producerFlags{x: []string{"  =" + secret}},
+			[]string{"-X needs PROP-NAME=PROP-VALUE", "name before '=' is empty"}},
+		{"bare value", producerFlags{x: []string{secret}},
+			[]string{"-X needs PROP-NAME=PROP-VALUE", "has no '='"}},
+		{"unknown name with a colon", producerFlags{x: []string{secret + ":x"}},
+			[]string{"-X needs PROP-NAME=PROP-VALUE", "has no '='"}},
+		{"--producer-property", producerFlags{propsFlag: "--producer-property", props: []string{"ssl.truststore.password:" + secret}},
+			[]string{"--producer-property needs PROP-NAME=PROP-VALUE", "write ssl.truststore.password=VALUE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.pf.build(nil)
+			var ue *usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("err %v (%T), want a *usageError", err, err)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("the error shows the secret: %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+
+	// A known name without a value is named.
+	pf := producerFlags{x: []string{"linger.ms"}}
+	if _, err := pf.build(nil); err == nil || !strings.Contains(err.Error(), "linger.ms has no '=VALUE'") {
+		t.Errorf("-X linger.ms: %v", err)
+	}
+	// A good one still works, and a bad value is the library's error.
+	pf = producerFlags{x: []string{"linger.ms=7"}}
+	if cfg, err := pf.build(nil); err != nil || cfg.Linger.Milliseconds() != 7 {
+		t.Errorf("-X linger.ms=7: %v", err)
+	}
+	pf = producerFlags{x: []string{"linger.ms=soon"}}
+	var ce *configError
+	if _, err := pf.build(nil); !errors.As(err, &ce) {
+		t.Errorf("-X linger.ms=soon: %v (%T), want a *configError", err, err)
+	}
+}
