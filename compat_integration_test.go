@@ -107,25 +107,10 @@ func TestCompatKeyPartitions(t *testing.T) {
 		cfg.BootstrapServers = brokers
 		pr := newTestProducer(t, cfg)
 		recs := make([]*Record, len(keys))
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var failed []error
 		for i, k := range keys {
 			recs[i] = &Record{Topic: topic, Key: k, Value: []byte(strconv.Itoa(i))}
-			wg.Add(1)
-			pr.Send(context.Background(), recs[i], func(_ *Record, err error) {
-				defer wg.Done()
-				if err != nil {
-					mu.Lock()
-					failed = append(failed, err)
-					mu.Unlock()
-				}
-			})
 		}
-		wg.Wait()
-		if len(failed) > 0 {
-			t.Fatalf("%d records failed, first: %v", len(failed), failed[0])
-		}
+		sendAllOK(t, pr, recs)
 		for i, r := range recs {
 			if r.Partition != javaFor12[i] {
 				t.Fatalf("key %x written to partition %d, the Java client picks %d", keys[i], r.Partition, javaFor12[i])

@@ -239,14 +239,7 @@ func TestRackAwareAllocs(t *testing.T) {
 		{{now}, {}, {now, now}, {}, {}, {now}}, // adaptive draws
 	} {
 		p, ts := fakeQueues(rackConfig("b"), queues)
-		p.cfg.BatchSize = 1 // switch on every record
-		n := testing.AllocsPerRun(1000, func() {
-			part := p.stickyCurrent(ts, mt)
-			p.stickyAppended(ts, mt, part, 200, true)
-		})
-		if n != 0 {
-			t.Fatalf("%v allocations per unkeyed record", n)
-		}
+		stickyNoAllocs(t, p, ts, mt)
 	}
 }
 

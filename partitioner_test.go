@@ -387,6 +387,13 @@ var topicMeta0 = topicMeta(1, 2, 3, 1, 2, 3)
 func TestStickyPartitionAllocs(t *testing.T) {
 	mt := topicMeta0
 	p, ts := fakeQueues(DefaultConfig(), [][]time.Time{{}, {}, {}, {}, {}, {}})
+	stickyNoAllocs(t, p, ts, mt)
+}
+
+// stickyNoAllocs fails t if choosing the sticky partition and switching it
+// (batch.size 1: on every record) allocates.
+func stickyNoAllocs(t *testing.T, p *Producer, ts *topicState, mt *cluster.Topic) {
+	t.Helper()
 	p.cfg.BatchSize = 1 // switch on every record
 	n := testing.AllocsPerRun(1000, func() {
 		part := p.stickyCurrent(ts, mt)

@@ -31,9 +31,6 @@ func TestIntegrationAcks(t *testing.T) {
 
 			const n = 100_000
 			recs := make([]*Record, n)
-			var mu sync.Mutex
-			var failed []error
-			var wg sync.WaitGroup
 			base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 			for i := range recs {
 				recs[i] = &Record{
@@ -43,23 +40,8 @@ func TestIntegrationAcks(t *testing.T) {
 					Headers:   []Header{{Key: "seq", Value: []byte(strconv.Itoa(i))}, {Key: "nil"}},
 					Timestamp: base.Add(time.Duration(i) * time.Millisecond),
 				}
-				wg.Add(1)
-				p.Send(context.Background(), recs[i], func(r *Record, err error) {
-					defer wg.Done()
-					if err != nil {
-						mu.Lock()
-						failed = append(failed, err)
-						mu.Unlock()
-					}
-				})
 			}
-			if err := p.Flush(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			wg.Wait()
-			if len(failed) > 0 {
-				t.Fatalf("%d records failed, first: %v", len(failed), failed[0])
-			}
+			sendAllOK(t, p, recs)
 
 			got := consumeAll(t, brokers, topic, n)
 			bySeq := make(map[int]*kgo.Record, n)
@@ -100,6 +82,33 @@ func TestIntegrationAcks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sendAllOK sends every record, flushes, waits for every callback, and
+// fails the test if any record failed.
+func sendAllOK(t *testing.T, p *Producer, recs []*Record) {
+	t.Helper()
+	var mu sync.Mutex
+	var failed []error
+	var wg sync.WaitGroup
+	wg.Add(len(recs))
+	for _, r := range recs {
+		p.Send(context.Background(), r, func(_ *Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, err)
+				mu.Unlock()
+			}
+		})
+	}
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d records failed, first: %v", len(failed), len(recs), failed[0])
 	}
 }
 

@@ -1,9 +1,7 @@
 package kprod
 
 import (
-	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,9 +25,6 @@ func TestIntegrationSplitTooLargeBatch(t *testing.T) {
 
 	const n = 20_000
 	recs := make([]*Record, n)
-	var mu sync.Mutex
-	var failed []error
-	var wg sync.WaitGroup
 	for i := range recs {
 		recs[i] = &Record{
 			Topic:   topic,
@@ -37,23 +32,8 @@ func TestIntegrationSplitTooLargeBatch(t *testing.T) {
 			Value:   []byte("value-" + strconv.Itoa(i) + "-padding-padding-padding-padding-padding-padding-padding"),
 			Headers: []Header{{Key: "seq", Value: []byte(strconv.Itoa(i))}},
 		}
-		wg.Add(1)
-		p.Send(context.Background(), recs[i], func(_ *Record, err error) {
-			defer wg.Done()
-			if err != nil {
-				mu.Lock()
-				failed = append(failed, err)
-				mu.Unlock()
-			}
-		})
 	}
-	if err := p.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	if len(failed) > 0 {
-		t.Fatalf("%d records failed, first: %v", len(failed), failed[0])
-	}
+	sendAllOK(t, p, recs)
 	if m := p.Metrics(); m.BatchSplitTotal == 0 {
 		t.Fatal("batch-split-total is 0: the 64 KiB batches were not refused, so the test proves nothing")
 	}
