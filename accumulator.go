@@ -51,6 +51,10 @@ type topicState struct {
 	// Send looks the name up once per snapshot, not once per record.
 	meta atomic.Pointer[topicSnap]
 
+	// splitWarned is when a split of one of the topic's batches was last
+	// logged as a warning (split.go); sender goroutine only.
+	splitWarned time.Time
+
 	// sticky is the sticky partition and the bytes appended to it
 	// (partitioner.go), written by every Send of a record without a key:
 	// on a cache line of its own, away from the metrics the sender
@@ -247,7 +251,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	}
 	// Room for the callbacks of a batch of records like this one, so that
 	// the slice does not grow record by record.
-	b := newBatch(q, size, max(size/max(recSize-recbatch.HeaderSize, 1), 1))
+	b := newBatch(q, q.nextID, size, max(size/max(recSize-recbatch.HeaderSize, 1), 1))
 	q.topic.touch(b.created)
 	q.nextID++
 	b.bld.Reset(buf, ts)
@@ -359,11 +363,11 @@ func (a *accumulator) recycle() {
 // be allocated (and zeroed) anew for every batch.
 var batchPool = sync.Pool{New: func() any { return new(batch) }}
 
-// newBatch returns an empty batch of q charged memSize bytes, with room
-// for about recs callbacks.
-func newBatch(q *partq, memSize, recs int) *batch {
+// newBatch returns an empty batch of q with the given id, created now and
+// charged memSize bytes, with room for about recs callbacks.
+func newBatch(q *partq, id uint64, memSize, recs int) *batch {
 	b := batchPool.Get().(*batch)
-	b.q, b.id, b.seq, b.memSize, b.created = q, q.nextID, noSeq, memSize, time.Now()
+	b.q, b.id, b.seq, b.memSize, b.created = q, id, noSeq, memSize, time.Now()
 	if cap(b.recs) < recs {
 		b.recs = make([]pending, 0, recs)
 	}

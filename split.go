@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/kprod/kprod/internal/recbatch"
 )
@@ -36,12 +37,18 @@ func (s *sender) splitTooLarge(b *batch, cause error) {
 	q := b.q
 	cut := splitPoint(b.recs)
 	parts := [2]*batch{s.splitPart(b, b.recs[:cut]), s.splitPart(b, b.recs[cut:])}
-	level := slog.LevelWarn
 	if b.parent != nil {
-		level = slog.LevelDebug // a part split again: its batch was logged
-		q.splitting--           // b becomes its two parts
+		q.splitting-- // b becomes its two parts
 	}
 	q.splitting += 2
+	// A batch.size above the topic's limit refuses every full batch: warn
+	// once a minute per topic, the rest at debug level (batch-split-total
+	// counts them all).
+	level := slog.LevelDebug
+	if now := time.Now(); b.parent == nil && now.Sub(q.topic.splitWarned) >= time.Minute {
+		level = slog.LevelWarn
+		q.topic.splitWarned = now
+	}
 	p.log.Log(context.Background(), level, "the broker refused a batch as too large; sending it again in parts (lower batch.size below the topic's max.message.bytes to avoid this)",
 		"topic", q.topic.name, "partition", q.partition, "records", len(b.recs), "bytes", len(b.wire), "err", cause)
 	p.metrics.batchSplits.Add(1)
@@ -108,8 +115,10 @@ func (s *sender) splitPart(parent *batch, recs []pending) *batch {
 	for _, pr := range recs {
 		size += recordBytes(pr.rec)
 	}
-	c := newBatch(parent.q, 0, len(recs))
-	c.id, c.created, c.parent = parent.id, parent.created, parent
+	// The part takes its batch's id: q.nextID belongs to the appenders
+	// (it is read and written under q.mu), and requeue orders by id.
+	c := newBatch(parent.q, parent.id, 0, len(recs))
+	c.created, c.parent = parent.created, parent
 	c.full = true
 	c.bld.Reset(make([]byte, 0, size), recs[0].rec.Timestamp.UnixMilli())
 	for _, pr := range recs {
