@@ -111,7 +111,7 @@ func badProperty(flag, kv string) error {
 		flag = "a producer property"
 	}
 	if strings.HasPrefix(strings.TrimSpace(kv), "=") {
-		return usagef("%s needs PROP-NAME=PROP-VALUE: the name before '=' is empty (the argument is not shown in case it holds a secret)", flag)
+		return usagef("invalid property: %s needs PROP-NAME=PROP-VALUE: the name before '=' is empty (the argument is not shown in case it holds a secret)", flag)
 	}
 	name, _, sep := strings.Cut(kv, ":")
 	if i := strings.IndexFunc(name, unicode.IsSpace); i >= 0 {
@@ -119,11 +119,11 @@ func badProperty(flag, kv string) error {
 	}
 	if knownProperty(name) {
 		if sep {
-			return usagef("%s needs PROP-NAME=PROP-VALUE: write %s=VALUE, with '=' after the name (the value is not shown in case it is a secret)", flag, name)
+			return usagef("invalid property %q: %s needs PROP-NAME=PROP-VALUE: write %s=VALUE, with '=' after the name (the value is not shown in case it is a secret)", name, flag, name)
 		}
-		return usagef("%s needs PROP-NAME=PROP-VALUE: %s has no '=VALUE'", flag, name)
+		return usagef("invalid property %q: %s needs PROP-NAME=PROP-VALUE: %s has no '=VALUE'", name, flag, name)
 	}
-	return usagef("%s needs PROP-NAME=PROP-VALUE: the argument has no '=' (it is not shown in case it holds a secret)", flag)
+	return usagef("invalid property: %s needs PROP-NAME=PROP-VALUE: the argument has no '=' (it is not shown in case it holds a secret)", flag)
 }
 
 // knownProperty reports whether name is a property kprod knows (or
