@@ -2,24 +2,19 @@ package kprod
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kprod/kprod/internal/sasl"
+	"github.com/kprod/kprod/internal/testpki"
 )
 
 // securityProperty: the TLS and SASL properties, which Validate checks
@@ -39,27 +34,9 @@ type testPKI struct {
 
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kprod unit CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "client"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := testpki.NewCA(t, "kprod unit CA")
+	der, key := ca.Issue(t, "client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth})
+	caDER := ca.DER
 	p8, _ := x509.MarshalPKCS8PrivateKey(key)
 	p := &testPKI{dir: t.TempDir()}
 	p.caPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
@@ -79,13 +56,11 @@ func newTestPKI(t *testing.T) *testPKI {
 	return p
 }
 
-// encryptedKey encrypts the key with openssl (PBES2, AES-256-CBC), or
-// skips the test without openssl.
+// encryptedKey encrypts the key with openssl (PBES2, AES-256-CBC); see
+// testpki.NeedOpenSSL for a machine without openssl.
 func (p *testPKI) encryptedKey(t *testing.T, password string) string {
 	t.Helper()
-	if _, err := exec.LookPath("openssl"); err != nil {
-		t.Skip("openssl not installed")
-	}
+	testpki.NeedOpenSSL(t)
 	out := filepath.Join(p.dir, "client-key-encrypted.pem")
 	if b, err := exec.Command("openssl", "pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", p.keyFile,
 		"-out", out, "-passout", "pass:"+password).CombinedOutput(); err != nil {

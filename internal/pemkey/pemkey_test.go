@@ -12,18 +12,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kprod/kprod/internal/testpki"
 )
 
 // TestEncryptedPKCS8 decrypts keys that openssl encrypted with each PBES2
 // combination it offers, as users make them for ssl.key.password.
 func TestEncryptedPKCS8(t *testing.T) {
-	if _, err := exec.LookPath("openssl"); err != nil {
-		if os.Getenv("CI") == "true" || os.Getenv("KPROD_INTEGRATION") == "1" {
-			// scripts/kafka-cluster.sh installs it for the TLS listeners.
-			t.Fatalf("openssl is needed: %v", err)
-		}
-		t.Skip("openssl not installed")
-	}
+	testpki.NeedOpenSSL(t)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
