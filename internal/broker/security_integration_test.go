@@ -9,14 +9,9 @@ package broker
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"log/slog"
-	"math/big"
 	"net"
 	"strconv"
 	"strings"
@@ -27,6 +22,7 @@ import (
 
 	"github.com/kprod/kprod/internal/sasl"
 	"github.com/kprod/kprod/internal/testcluster"
+	"github.com/kprod/kprod/internal/testpki"
 	"github.com/kprod/kprod/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -284,26 +280,7 @@ func TestIntegrationSecurityPlaintextToTLSListener(t *testing.T) {
 // otherCA is a CA that signed nothing the brokers have.
 func otherCA(t *testing.T) *x509.CertPool {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "not the kprod test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return pool
+	return testpki.NewCA(t, "not the kprod test CA").Pool()
 }
 
 func TestIntegrationSecurityUntrustedCertificate(t *testing.T) {
