@@ -2,6 +2,7 @@ package kprod
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,10 +19,11 @@ import (
 // a failed append) but never the other way round; accumulator.mu (the
 // registries) is never held while taking a partq.mu.
 type accumulator struct {
-	pool      *bufferPool
-	batchSize int
-	lingerNs  int64
-	codecOpts recbatch.SealOptions // compression for sealing; sequence fields unused
+	pool       *bufferPool
+	batchSize  int
+	lingerNs   int64
+	codecOpts  recbatch.SealOptions // compression for sealing; sequence fields unused
+	compressed bool                 // codecOpts compresses: batches are sized by estimate
 
 	mu     sync.Mutex                             // serializes registry updates
 	topics atomic.Pointer[map[string]*topicState] // copy on write
@@ -55,6 +57,12 @@ type topicState struct {
 	// logged as a warning (split.go); sender goroutine only.
 	splitWarned time.Time
 
+	// ratio is the topic's estimated compression ratio (float32 bits;
+	// 0 until the first compressed batch is sealed, which means 1): the
+	// Java client's CompressionRatioEstimator. Written by the sender
+	// after each seal, read when a batch starts.
+	ratio atomic.Uint32
+
 	// sticky is the sticky partition and the bytes appended to it
 	// (partitioner.go), written by every Send of a record without a key:
 	// on a cache line of its own, away from the metrics the sender
@@ -62,6 +70,40 @@ type topicState struct {
 	_      cacheLinePad
 	sticky atomic.Uint64
 	_      cacheLinePad
+}
+
+// compressionEstimate is the ratio that the topic's next batch expects its
+// records to compress to.
+func (t *topicState) compressionEstimate() float32 {
+	if bits := t.ratio.Load(); bits != 0 {
+		return math.Float32frombits(bits)
+	}
+	return 1
+}
+
+// Java's CompressionRatioEstimator steps: an estimate follows a batch
+// that compressed worse at once (at least by deteriorateStep), and one that
+// compressed better only slowly (by improvingStep a batch), so that the
+// next batches seldom come out larger than batch.size.
+const (
+	compressionImprovingStep   = 0.005
+	compressionDeteriorateStep = 0.05
+)
+
+// observeCompression feeds a sealed batch's compression ratio into the
+// topic's estimate, as Java's updateEstimation does. Sender goroutine
+// only.
+func (t *topicState) observeCompression(observed float32) {
+	est := t.compressionEstimate()
+	switch {
+	case observed > est:
+		est = max(est+compressionDeteriorateStep, observed)
+	case observed < est:
+		est = max(est-compressionImprovingStep, observed)
+	default:
+		return
+	}
+	t.ratio.Store(math.Float32bits(est))
 }
 
 // cacheLinePad separates fields that different goroutines write often.
@@ -131,6 +173,10 @@ type batch struct {
 	id      uint64
 	bld     recbatch.Builder
 	memSize int // bytes charged to the pool
+	// limit is the batch's size limit (batch.size, or one larger record):
+	// TryAppend's and IsFull's limit, for the estimated size on the wire.
+	// It is memSize except for compressed batches (newBatchSize).
+	limit int
 	// maxRecSize and sumRecSize are the largest and the total size of
 	// the records appended (Java's upper-bound estimate, as its
 	// record-size metrics use); written under q.mu while the batch takes
@@ -169,6 +215,7 @@ type pending struct {
 
 func newAccumulator(pool *bufferPool, batchSize int, linger time.Duration, seal recbatch.SealOptions, wake func()) *accumulator {
 	a := &accumulator{pool: pool, batchSize: batchSize, lingerNs: int64(linger), codecOpts: seal, wake: wake,
+		compressed: seal.Compressor != nil && seal.Compressor.Codec() != recbatch.None,
 		incomplete: map[*batch]struct{}{}}
 	a.topics.Store(&map[string]*topicState{})
 	a.parts.Store(&[]*partq{})
@@ -233,7 +280,8 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	if ok, full := a.tryAppend(q, r, ts, cb, recSize); ok {
 		return full, nil
 	}
-	size := max(a.batchSize, recSize+recbatch.HeaderSize)
+	limit := max(a.batchSize, recSize+recbatch.HeaderSize)
+	size, ratio := a.newBatchSize(q.topic, limit)
 	buf, err := a.pool.allocate(ctx, size, maxBlock)
 	if err != nil {
 		return false, err
@@ -252,14 +300,16 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	// Room for the callbacks of a batch of records like this one, so that
 	// the slice does not grow record by record.
 	b := newBatch(q, q.nextID, size, max(size/max(recSize-recbatch.HeaderSize, 1), 1))
+	b.limit = limit
 	q.topic.touch(b.created)
 	q.nextID++
 	b.bld.Reset(buf, ts)
+	b.bld.SetCompressionEstimate(ratio)
 	b.bld.Append(ts, r.Key, r.Value, r.Headers)
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
 	b.maxRecSize = recSize - recbatch.HeaderSize
 	b.sumRecSize = b.maxRecSize
-	lastFull = b.bld.IsFull(b.memSize)
+	lastFull = b.bld.IsFull(b.limit)
 	// Registered before the batch is visible to the sender, so that it
 	// cannot complete (and be removed) before it is added.
 	a.incMu.Lock()
@@ -272,6 +322,33 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	// look again; appends into an existing batch need no wake-up.
 	a.wake()
 	return lastFull, nil
+}
+
+// newBatchSize is the buffer a new batch of limit bytes (batch.size, or
+// one larger record) takes from the pool, and the compression estimate
+// it appends with. Without compression both are plain: limit, and no
+// estimate. With compression, as in the Java client, a batch is full when
+// its records are estimated to compress to batch.size, using the topic's
+// running compression ratio (1 until batches were sealed); kprod keeps the
+// records uncompressed until the seal, so the buffer must hold more than
+// batch.size of them: the next pooled size that does (batch.size × 2, 4,
+// 8, 16; never more than buffer.memory), with the estimate raised to what
+// that buffer can hold when even that is not enough. buffer.memory thus
+// bounds the uncompressed bytes kprod holds.
+func (a *accumulator) newBatchSize(t *topicState, limit int) (size int, ratio float32) {
+	if !a.compressed || limit != a.batchSize {
+		return limit, 0
+	}
+	ratio = t.compressionEstimate()
+	want := recbatch.RecordsCapacity(limit, ratio)
+	size = limit
+	for c := 1; c < poolClasses && size < want && int64(limit<<c) <= a.pool.total; c++ {
+		size = limit << c
+	}
+	if size < want { // capped at 16 × batch.size, or by buffer.memory
+		ratio = max(ratio, recbatch.EstimateForCapacity(limit, size))
+	}
+	return size, ratio
 }
 
 func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) (ok, lastFull bool) {
@@ -287,13 +364,13 @@ func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Re
 		return false, false
 	}
 	b := q.batches[n-1]
-	if b.full || !b.bld.TryAppend(ts, r.Key, r.Value, r.Headers, b.memSize) {
+	if b.full || !b.bld.TryAppend(ts, r.Key, r.Value, r.Headers, b.limit) {
 		return false, false
 	}
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
 	b.maxRecSize = max(b.maxRecSize, recSize-recbatch.HeaderSize)
 	b.sumRecSize += recSize - recbatch.HeaderSize
-	return true, b.bld.IsFull(b.memSize)
+	return true, b.bld.IsFull(b.limit)
 }
 
 // snapshotIncomplete returns the done channels of every batch not yet
@@ -367,7 +444,7 @@ var batchPool = sync.Pool{New: func() any { return new(batch) }}
 // charged memSize bytes, with room for about recs callbacks.
 func newBatch(q *partq, id uint64, memSize, recs int) *batch {
 	b := batchPool.Get().(*batch)
-	b.q, b.id, b.seq, b.memSize, b.created = q, id, noSeq, memSize, time.Now()
+	b.q, b.id, b.seq, b.memSize, b.limit, b.created = q, id, noSeq, memSize, memSize, time.Now()
 	if cap(b.recs) < recs {
 		b.recs = make([]pending, 0, recs)
 	}

@@ -33,6 +33,27 @@ func BenchmarkAppend(b *testing.B) {
 	sendLoop(b, p, func() error { return p.Flush(ctx) })
 }
 
+// BenchmarkAppendLZ4 is BenchmarkAppend with lz4: batches then fill by
+// their estimated compressed size (newBatchSize), from pooled buffers of
+// a multiple of batch.size, and should allocate nothing per record
+// either.
+func BenchmarkAppendLZ4(b *testing.B) {
+	c := newFakeB(b, 6)
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = c.ListenAddrs()
+	cfg.CompressionType = "lz4"
+	p, err := NewProducer(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	ctx := context.Background()
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		b.Fatal(err)
+	}
+	sendLoop(b, p, func() error { return p.Flush(ctx) })
+}
+
 // sendLoop sends b.N records of 100 bytes through p with one shared
 // callback, reusing a ring of records once their callbacks have run, then
 // calls finish (a Flush or a commit) and reports allocations and the

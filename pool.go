@@ -11,11 +11,14 @@ import (
 )
 
 // bufferPool is the seeds' BufferPool: a byte budget of buffer.memory that
-// every batch buffer is charged against, plus a free list of batch.size
-// buffers so that steady-state producing allocates no batch memory.
+// every batch buffer is charged against, plus free lists of buffers so
+// that steady-state producing allocates no batch memory: of batch.size,
+// and, for compressed batches, of batch.size × 2, 4, 8 and 16 (a batch of
+// records that are estimated to compress to batch.size holds more than
+// batch.size of them uncompressed; see accumulator.newBatchSize).
 //
 // Memory is counted as Java counts it: available = bytes not handed out,
-// which includes the bytes held by the free list. A buffer of another
+// which includes the bytes held by the free lists. A buffer of another
 // size is allocated fresh and, when released, dropped (not pooled); to
 // make room for it, pooled buffers are dropped first, so that what is
 // really allocated never exceeds the budget.
@@ -28,11 +31,26 @@ type bufferPool struct {
 	total    int64 // buffer.memory
 
 	mu        sync.Mutex
-	available int64         // bytes not handed out (free list included); guarded by mu
-	free      [][]byte      // pooled batch.size buffers; guarded by mu
-	waiters   *list.List    // of *poolWaiter, in arrival order; guarded by mu
-	closed    bool          // guarded by mu
-	waitTime  time.Duration // bufferpool-wait-time; guarded by mu
+	available int64                 // bytes not handed out (free lists included); guarded by mu
+	free      [poolClasses][][]byte // pooled buffers of batch.size << class; guarded by mu
+	freeBytes int64                 // bytes in free; guarded by mu
+	waiters   *list.List            // of *poolWaiter, in arrival order; guarded by mu
+	closed    bool                  // guarded by mu
+	waitTime  time.Duration         // bufferpool-wait-time; guarded by mu
+}
+
+// poolClasses is how many buffer sizes are pooled: batch.size << 0..4.
+const poolClasses = 5
+
+// class is the free list for buffers of size bytes, or -1 if that size is
+// not pooled.
+func (p *bufferPool) class(size int) int {
+	for c := range poolClasses {
+		if size == p.poolable<<c {
+			return c
+		}
+	}
+	return -1
 }
 
 type poolWaiter struct {
@@ -109,13 +127,23 @@ func (p *bufferPool) takeLocked(size int) []byte {
 // dropping pooled buffers when a fresh allocation would otherwise push
 // real memory over the budget.
 func (p *bufferPool) takeReservedLocked(size int) []byte {
-	if size == p.poolable && len(p.free) > 0 {
-		buf := p.free[len(p.free)-1]
-		p.free = p.free[:len(p.free)-1]
+	if c := p.class(size); c >= 0 && len(p.free[c]) > 0 {
+		buf := p.free[c][len(p.free[c])-1]
+		p.free[c][len(p.free[c])-1] = nil
+		p.free[c] = p.free[c][:len(p.free[c])-1]
+		p.freeBytes -= int64(size)
 		return buf
 	}
-	for len(p.free) > 0 && p.available < int64(len(p.free))*int64(p.poolable) {
-		p.free = p.free[:len(p.free)-1]
+	// A fresh buffer: drop pooled ones (the largest first) until what
+	// they hold fits in what is still available.
+	for c := poolClasses - 1; c >= 0 && p.freeBytes > p.available; {
+		if n := len(p.free[c]); n > 0 {
+			p.free[c][n-1] = nil
+			p.free[c] = p.free[c][:n-1]
+			p.freeBytes -= int64(p.poolable << c)
+			continue
+		}
+		c--
 	}
 	return nil
 }
@@ -127,14 +155,15 @@ func (p *bufferPool) materialize(buf []byte, size int) []byte {
 	return make([]byte, 0, size)
 }
 
-// release returns a buffer's memory (size is what was charged). A
-// batch.size buffer goes back to the free list.
+// release returns a buffer's memory (size is what was charged). A buffer
+// of a pooled size goes back to its free list.
 func (p *bufferPool) release(buf []byte, size int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.available += int64(size)
-	if buf != nil && size == p.poolable && cap(buf) == p.poolable && !p.closed {
-		p.free = append(p.free, buf[:0]) // its bytes stay counted as available
+	if c := p.class(size); c >= 0 && buf != nil && cap(buf) == size && !p.closed {
+		p.free[c] = append(p.free[c], buf[:0]) // its bytes stay counted as available
+		p.freeBytes += int64(size)
 	}
 	p.wakeLocked()
 }
@@ -182,7 +211,8 @@ func (p *bufferPool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
-	p.free = nil
+	p.free = [poolClasses][][]byte{}
+	p.freeBytes = 0
 	for p.waiters.Len() > 0 {
 		w := p.waiters.Remove(p.waiters.Front()).(*poolWaiter)
 		w.err = kerr.ErrClosed

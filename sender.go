@@ -284,6 +284,9 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 			} else {
 				b.wire = b.bld.Seal(p.acc.codecOpts)
 			}
+			if p.acc.compressed {
+				q.topic.observeCompression(b.bld.CompressionRatio())
+			}
 		}
 		p.metrics.onDrained(b, now)
 		q.inflight++

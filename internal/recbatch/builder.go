@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"math"
 	"slices"
 )
 
@@ -191,6 +192,37 @@ func (b *Builder) estimatedSize() int {
 	records := float32(len(b.buf)-HeaderSize) * b.estimate * compressionEstimateFactor
 	return HeaderSize + int(records)
 }
+
+// RecordsCapacity is how large a records buffer (header included) a batch
+// needs so that, with the compression estimate ratio, TryAppend reaches
+// limit before the buffer is full: the uncompressed bytes that are
+// estimated to compress to limit, plus capacitySlack for the estimate's
+// rounding. ratio <= 0, or too close to 1 to matter, needs limit.
+func RecordsCapacity(limit int, ratio float32) int {
+	if ratio <= 0 || limit <= HeaderSize {
+		return limit
+	}
+	need := HeaderSize + int(math.Ceil(float64(limit-HeaderSize)/float64(ratio*compressionEstimateFactor))) + capacitySlack
+	return max(need, limit)
+}
+
+// EstimateForCapacity is the smallest compression estimate with which a
+// batch of limit bytes fits in a records buffer of capacity bytes (the
+// inverse of RecordsCapacity): for a buffer smaller than RecordsCapacity
+// asks, the estimate to use instead, so that appends stop before the
+// buffer would have to grow.
+func EstimateForCapacity(limit, capacity int) float32 {
+	room := capacity - HeaderSize - capacitySlack - 1 // - 1: float rounding
+	if room <= 0 || limit <= HeaderSize {
+		return 1
+	}
+	return float32(limit-HeaderSize) / (float32(room) * compressionEstimateFactor)
+}
+
+// capacitySlack covers estimatedSize's rounding down: with an estimate
+// of r, a batch may hold up to 1/(r × 1.05) bytes more than the estimate
+// says, 16 bytes at the smallest estimate the accumulator uses.
+const capacitySlack = 64
 
 // CompressionRatio is, after Seal, the size of the sealed records section
 // divided by its uncompressed size: what the Java client feeds back into its

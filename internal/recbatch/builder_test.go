@@ -546,3 +546,33 @@ func TestResetSmallBuffer(t *testing.T) {
 	d := mustDecompressor(t)
 	checkRecords(t, decodeWithKmsg(t, d, b.Seal(SealOptions{})), 0, []testRecord{{ts: 0, key: []byte("k"), value: []byte("v")}})
 }
+
+// A records buffer of RecordsCapacity(limit, ratio) is never outgrown by
+// a batch that TryAppend fills up to limit with that compression
+// estimate, nor one of a capacity EstimateForCapacity was asked about.
+func TestRecordsCapacityHoldsTheBatch(t *testing.T) {
+	const limit = 16384
+	for _, ratio := range []float32{0.0595, 0.1, 0.3, 0.7, 0.95, 1} {
+		for _, size := range []int{1, 10, 100, 1000} {
+			for _, capacity := range []int{RecordsCapacity(limit, ratio), 2 * limit, 16 * limit} {
+				est := max(ratio, EstimateForCapacity(limit, capacity))
+				buf := make([]byte, 0, capacity)
+				var b Builder
+				b.Reset(buf, 0)
+				b.SetCompressionEstimate(est)
+				val := make([]byte, size)
+				n := 0
+				for b.TryAppend(int64(n), nil, val, nil, limit) {
+					n++
+				}
+				if &b.buf[:1][0] != &buf[:1][0] {
+					t.Fatalf("ratio %v (estimate %v), %d-byte values, buffer %d: outgrown after %d records (%d bytes)",
+						ratio, est, size, capacity, n, len(b.buf))
+				}
+				if n == 0 {
+					t.Fatal("no record appended")
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package kprod
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kprod/kprod/internal/recbatch"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The estimate moves as Java's CompressionRatioEstimator's: up at once
+// (by 0.05 at least) after a batch that compressed worse, down by 0.005
+// a batch after one that compressed better, never below what was seen.
+func TestObserveCompression(t *testing.T) {
+	for _, tc := range []struct{ est, observed, want float32 }{
+		{0.8, 0.84, 0.85},
+		{0.6, 0.7, 0.7},
+		{0.6, 0.4, 0.595},
+		{0.004, 0.001, 0.001},
+		{0.5, 0.5, 0.5},
+	} {
+		var ts topicState
+		ts.ratio.Store(math.Float32bits(tc.est))
+		ts.observeCompression(tc.observed)
+		if got := ts.compressionEstimate(); math.Abs(float64(got-tc.want)) > 1e-6 {
+			t.Errorf("estimate %v, observed %v: got %v, want %v", tc.est, tc.observed, got, tc.want)
+		}
+	}
+	var fresh topicState
+	if got := fresh.compressionEstimate(); got != 1 {
+		t.Errorf("a topic without sealed batches estimates %v, want 1", got)
+	}
+}
+
+// newBatchSize: without compression, or for a record larger than
+// batch.size, the buffer is the limit; with compression, the smallest
+// pooled size that holds what is estimated to compress to batch.size,
+// and at most 16 × batch.size with the estimate raised to fit.
+func TestNewBatchSize(t *testing.T) {
+	const bs = 16384
+	lz4, err := recbatch.NewCompressor(recbatch.LZ4, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := newAccumulator(newBufferPool(1<<25, bs), bs, 0, recbatch.SealOptions{}, func() {})
+	comp := newAccumulator(newBufferPool(1<<25, bs), bs, 0, recbatch.SealOptions{Compressor: lz4}, func() {})
+	small := newAccumulator(newBufferPool(3*bs, bs), bs, 0, recbatch.SealOptions{Compressor: lz4}, func() {})
+	at := func(ratio float32) *topicState {
+		ts := &topicState{}
+		ts.ratio.Store(math.Float32bits(ratio))
+		return ts
+	}
+	for _, tc := range []struct {
+		acc       *accumulator
+		ratio     float32
+		limit     int
+		wantSize  int
+		wantRatio float32 // 0: the topic's
+	}{
+		{plain, 0.3, bs, bs, -1},
+		{comp, 1, bs, bs, 0},
+		{comp, 0.9, bs, 2 * bs, 0},
+		{comp, 0.3, bs, 4 * bs, 0},
+		{comp, 0.1, bs, 16 * bs, 0},
+		{comp, 0.01, bs, 16 * bs, recbatch.EstimateForCapacity(bs, 16*bs)},
+		{comp, 0.3, 3 * bs, 3 * bs, -1},                                  // one large record
+		{small, 0.1, bs, 2 * bs, recbatch.EstimateForCapacity(bs, 2*bs)}, // buffer.memory 3 × batch.size
+	} {
+		size, ratio := tc.acc.newBatchSize(at(tc.ratio), tc.limit)
+		want := tc.wantRatio
+		switch want {
+		case 0:
+			want = tc.ratio
+		case -1:
+			want = 0
+		}
+		if size != tc.wantSize || ratio != want {
+			t.Errorf("compressed %v, ratio %v, limit %d: size %d ratio %v, want %d and %v",
+				tc.acc.compressed, tc.ratio, tc.limit, size, ratio, tc.wantSize, want)
+		}
+		if ratio > 0 && recbatch.RecordsCapacity(tc.limit, ratio) > size {
+			t.Errorf("ratio %v needs %d bytes, the buffer has %d", ratio, recbatch.RecordsCapacity(tc.limit, ratio), size)
+		}
+	}
+}
+
+// Buffers of every pooled size go back to their own free list and are
+// handed out again; pooled bytes never exceed what is available.
+func TestPoolSizeClasses(t *testing.T) {
+	const bs = 1024
+	p := newBufferPool(16*bs, bs)
+	ctx := context.Background()
+	a, err := p.allocate(ctx, 4*bs, time.Second)
+	if err != nil || cap(a) != 4*bs {
+		t.Fatalf("allocate 4 KiB: cap %d, %v", cap(a), err)
+	}
+	p.release(a, 4*bs)
+	b, err := p.allocate(ctx, 4*bs, time.Second)
+	if err != nil || &b[:1][0] != &a[:1][0] {
+		t.Fatal("a released 4 × batch.size buffer was not handed out again")
+	}
+	p.release(b, 4*bs)
+	if p.freeBytes != 4*bs || p.availableBytes() != 16*bs {
+		t.Fatalf("free %d available %d", p.freeBytes, p.availableBytes())
+	}
+	// A fresh 16 KiB buffer needs the whole budget: the pooled 4 KiB goes.
+	c, err := p.allocate(ctx, 16*bs, time.Second)
+	if err != nil || cap(c) != 16*bs {
+		t.Fatalf("allocate 16 KiB: cap %d, %v", cap(c), err)
+	}
+	if p.freeBytes != 0 {
+		t.Fatalf("%d bytes still pooled with nothing available", p.freeBytes)
+	}
+	p.release(c, 16*bs)
+	// Sizes that are not pooled are dropped on release.
+	d, _ := p.allocate(ctx, 3*bs, time.Second)
+	if p.freeBytes != 0 {
+		t.Fatalf("%d bytes pooled beside a fresh 3 KiB buffer in a 16 KiB budget", p.freeBytes)
+	}
+	p.release(d, 3*bs)
+	if p.freeBytes != 0 || p.availableBytes() != 16*bs {
+		t.Fatalf("a 3 KiB buffer was pooled (free %d, available %d)", p.freeBytes, p.availableBytes())
+	}
+}
+
+// With lz4 and records that compress well, batches fill up to batch.size
+// of compressed bytes on the wire, as in the Java client, instead of
+// batch.size of uncompressed records.
+func TestCompressedBatchesFillByEstimate(t *testing.T) {
+	c := newFake(t, 1)
+	var mu sync.Mutex
+	var sizes, counts []int
+	c.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
+			for _, rp := range rt.Partitions {
+				var rb kmsg.RecordBatch
+				if err := rb.ReadFrom(rp.Records); err == nil {
+					mu.Lock()
+					sizes = append(sizes, len(rp.Records))
+					counts = append(counts, int(rb.NumRecords))
+					mu.Unlock()
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.CompressionType = "lz4"
+	cfg.Linger = time.Second // batches leave full
+	p := newTestProducer(t, cfg)
+	// In rounds, so that batches are sealed (and the estimate learns)
+	// while later ones start: it improves by 0.005 a batch, as in Java.
+	const rounds, each = 40, 3000
+	const n = rounds * each
+	val := bytes.Repeat([]byte("compressible "), 8) // 104 B
+	o := newOutcomes(t)
+	ctx := ctxT(t, 60*time.Second)
+	for range rounds {
+		for range each {
+			p.Send(ctx, (&Record{Topic: "t", Value: val}).ToPartition(0), o.cb())
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, failed := o.errCount(); ok != n {
+		t.Fatalf("%d ok, %d failed (%v)", ok, failed, firstErr(o))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	perBatch := cfg.BatchSize / (len(val) + 8) // uncompressed records that fit in batch.size
+	most, biggest := 0, 0
+	for i := range sizes {
+		most = max(most, counts[i])
+		biggest = max(biggest, sizes[i])
+	}
+	t.Logf("%d batches; at most %d records (%d uncompressed fit batch.size); the largest %d bytes on the wire", len(sizes), most, perBatch, biggest)
+	if most < 4*perBatch {
+		t.Errorf("at most %d records in a batch; uncompressed batch.size holds about %d, and these compress more than 4 times", most, perBatch)
+	}
+	if biggest > cfg.BatchSize+cfg.BatchSize/10 {
+		t.Errorf("a batch of %d bytes on the wire, batch.size is %d", biggest, cfg.BatchSize)
+	}
+}
