@@ -129,11 +129,62 @@ func TestPoolSizeClasses(t *testing.T) {
 
 // With lz4 and records that compress well, batches fill up to batch.size
 // of compressed bytes on the wire, as in the Java client, instead of
-// batch.size of uncompressed records.
+// batch.size of uncompressed records: records sent to a partition, and
+// keyless ones, for which the sticky partitioner counts estimated bytes
+// too, so that it stays on a partition until its batch is full.
 func TestCompressedBatchesFillByEstimate(t *testing.T) {
-	c := newFake(t, 1)
+	var batches [2]int
+	for i, sticky := range []bool{false, true} {
+		t.Run(map[bool]string{false: "partition", true: "sticky"}[sticky], func(t *testing.T) {
+			batches[i] = compressedBatchesFill(t, sticky)
+		})
+	}
+	t.Logf("batches in the last rounds: %d for one partition, %d keyless", batches[0], batches[1])
+}
+
+// With compression the sticky partitioner counts a record's estimated
+// compressed bytes, as Java does, so that it stays on a partition until
+// the (compressed) batch is full.
+func TestStickyCountsEstimatedBytes(t *testing.T) {
+	c := newFake(t, 6)
+	cfg := testConfig(c)
+	cfg.CompressionType = "lz4"
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 10*time.Second)
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
+		t.Fatal(err)
+	}
+	ts := p.acc.topic("t")
+	ts.ratio.Store(math.Float32bits(0.1))
+	val := make([]byte, 1000)
+	for range 3 {
+		// The previous record's batch was sealed (and the estimate
+		// updated) before SendSync returned.
+		est := ts.compressionEstimate()
+		_, before := stickyUnpack(ts.sticky.Load())
+		if err := p.SendSync(ctx, &Record{Topic: "t", Value: val}); err != nil {
+			t.Fatal(err)
+		}
+		_, after := stickyUnpack(ts.sticky.Load())
+		n := recbatch.RecordSize(0, 0, nil, val, nil)
+		if want := recbatch.EstimatedBytes(n, est); est > 0.1 || after-before != want {
+			t.Fatalf("a %d-byte record counted %d bytes for the sticky partition, want %d (its estimated compressed size)", n, after-before, want)
+		}
+	}
+}
+
+// compressedBatchesFill sends compressible records with lz4 and returns
+// how many batches carried them.
+func compressedBatchesFill(t *testing.T, sticky bool) int {
+	parts := int32(1)
+	if sticky {
+		parts = 6
+	}
+	c := newFake(t, parts)
 	var mu sync.Mutex
 	var sizes, counts []int
+	var measured int // batches of the last rounds, once the estimate settled
+	measuring := false
 	c.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		for _, rt := range req.(*kmsg.ProduceRequest).Topics {
@@ -142,6 +193,9 @@ func TestCompressedBatchesFillByEstimate(t *testing.T) {
 				if err := rb.ReadFrom(rp.Records); err == nil {
 					mu.Lock()
 					sizes = append(sizes, len(rp.Records))
+					if measuring {
+						measured++
+					}
 					counts = append(counts, int(rb.NumRecords))
 					mu.Unlock()
 				}
@@ -155,14 +209,23 @@ func TestCompressedBatchesFillByEstimate(t *testing.T) {
 	p := newTestProducer(t, cfg)
 	// In rounds, so that batches are sealed (and the estimate learns)
 	// while later ones start: it improves by 0.005 a batch, as in Java.
-	const rounds, each = 40, 3000
+	const rounds, each = 30, 8000
 	const n = rounds * each
 	val := bytes.Repeat([]byte("compressible "), 8) // 104 B
 	o := newOutcomes(t)
 	ctx := ctxT(t, 60*time.Second)
-	for range rounds {
+	for round := range rounds {
+		if round == rounds-10 {
+			mu.Lock()
+			measuring = true
+			mu.Unlock()
+		}
 		for range each {
-			p.Send(ctx, (&Record{Topic: "t", Value: val}).ToPartition(0), o.cb())
+			r := &Record{Topic: "t", Value: val}
+			if !sticky {
+				r.ToPartition(0)
+			}
+			p.Send(ctx, r, o.cb())
 		}
 		if err := p.Flush(ctx); err != nil {
 			t.Fatal(err)
@@ -179,11 +242,13 @@ func TestCompressedBatchesFillByEstimate(t *testing.T) {
 		most = max(most, counts[i])
 		biggest = max(biggest, sizes[i])
 	}
-	t.Logf("%d batches; at most %d records (%d uncompressed fit batch.size); the largest %d bytes on the wire", len(sizes), most, perBatch, biggest)
+	t.Logf("%d batches (%d in the last 10 rounds); at most %d records (%d uncompressed fit batch.size); the largest %d bytes on the wire",
+		len(sizes), measured, most, perBatch, biggest)
 	if most < 4*perBatch {
 		t.Errorf("at most %d records in a batch; uncompressed batch.size holds about %d, and these compress more than 4 times", most, perBatch)
 	}
 	if biggest > cfg.BatchSize+cfg.BatchSize/10 {
 		t.Errorf("a batch of %d bytes on the wire, batch.size is %d", biggest, cfg.BatchSize)
 	}
+	return measured
 }

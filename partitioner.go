@@ -58,10 +58,11 @@ import (
 //     every producer in that rack: unless producers and leaders are
 //     spread alike over the racks, the load is not.
 //
-// Differences from the Java client: Java counts a record's bytes against
-// batch.size using its estimate of the compressed size; kprod counts the
-// uncompressed record, as its batches are filled by uncompressed size.
-// Java samples queue lengths for the adaptive draw on every pass of its
+// As in the Java client, a record's bytes count against batch.size as
+// its batch counts them: with compression, the estimated compressed size
+// (the topic's compression estimate, see accumulator.newBatchSize).
+//
+// Differences from the Java client: Java samples queue lengths for the adaptive draw on every pass of its
 // sender; kprod reads them at the moment it switches partitions (so the
 // hot path is untouched), and judges a broker's availability from its
 // oldest waiting batch rather than from sender timestamps. Like Java,

@@ -263,7 +263,14 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 		return fmt.Errorf("cannot buffer the record for %s[%d]: %w", r.Topic, part, err)
 	}
 	if p.sticky(r) {
-		p.stickyAppended(t, mt, part, recSize-recbatch.HeaderSize, lastFull)
+		// Java counts what the record adds to its batch's estimated
+		// size: with compression, the estimated compressed bytes, so that
+		// the partition takes a whole (compressed) batch before a switch.
+		n := recSize - recbatch.HeaderSize
+		if p.acc.compressed {
+			n = recbatch.EstimatedBytes(n, t.compressionEstimate())
+		}
+		p.stickyAppended(t, mt, part, n, lastFull)
 	}
 	return nil
 }
