@@ -527,8 +527,14 @@ cmd_up() {
 		mkdir -p "$(node_dir "$n")/data" "$(node_dir "$n")/logs"
 		voters+=("$n@127.0.0.1:$(ctrl_port "$n")")
 	done
-	# A Kafka cluster id is a base64url (no padding) 16-byte UUID.
-	cid=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+	# A Kafka cluster id is a base64url (no padding) 16-byte UUID. One that
+	# starts with '-' reads as an option to kafka-storage's argument parser
+	# ("--cluster-id: expected one argument"); Kafka's Uuid.randomUuid draws
+	# again when the id has a '-' at all, and so does this.
+	cid=-
+	while [[ $cid == *-* ]]; do
+		cid=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+	done
 	echo "$cid" >"$STATE/cluster-id"
 	echo "$SECURITY" >"$STATE/security"
 

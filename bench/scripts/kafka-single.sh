@@ -79,7 +79,12 @@ group.initial.rebalance.delay.ms=0
 log.retention.hours=24
 CONF
 	local cid
-	cid=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+	# No '-' in the id: at its start it reads as an option to kafka-storage
+	# (scripts/kafka-cluster.sh says more).
+	cid=-
+	while [[ $cid == *-* ]]; do
+		cid=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+	done
 	"$JAVA" -Xmx256m -XX:TieredStopAtLevel=1 "-Dlog4j2.configurationFile=$REPO_ROOT/scripts/kafka/log4j2.xml" \
 		"-Dkafka.logs.dir=$STATE/logs" -cp "$CACHE/libs/*" \
 		kafka.tools.StorageTool format --config "$CONF" --cluster-id "$cid" >"$STATE/logs/format.log" 2>&1 ||
