@@ -291,9 +291,7 @@ func port(addr string) string {
 // password, key or JAAS text appears in a log line or an error.
 func TestIntegrationSecurityNoSecretsLogged(t *testing.T) {
 	brokers := testcluster.Security(t)
-	if testing.Short() {
-		t.Skip("runs for 1.3 SASL session lifetimes")
-	}
+	testcluster.SkipIfShort(t, "runs for 1.3 SASL session lifetimes")
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(syncWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -13,15 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kprod/kprod/internal/testcluster"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The real binary, with real signals: main must turn SIGINT/SIGTERM into
 // "stop reading, deliver what was read, exit" while stdin stays open.
 func TestBinaryProduceSignal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	testcluster.SkipIfShort(t, "builds the binary")
 	bin := filepath.Join(t.TempDir(), "kprod")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -350,9 +350,7 @@ func TestIntegrationSecurityExpiredToken(t *testing.T) {
 // broker closes one whose session ended) and re-authenticate in band.
 func TestIntegrationSecurityReauthentication(t *testing.T) {
 	testcluster.Security(t)
-	if testing.Short() {
-		t.Skip("runs for 1.5 session lifetimes")
-	}
+	testcluster.SkipIfShort(t, "runs for 1.5 session lifetimes")
 	for _, tc := range []struct {
 		l    testcluster.Listener
 		mech string

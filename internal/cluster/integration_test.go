@@ -134,9 +134,7 @@ func TestIntegrationTopicMetadata(t *testing.T) {
 // restarted. The node is restarted, and waited for, before the test ends.
 func TestIntegrationLeaderFailover(t *testing.T) {
 	brokers := testcluster.Brokers(t)
-	if testing.Short() {
-		t.Skip("kills a broker")
-	}
+	testcluster.SkipIfShort(t, "kills a broker")
 	topic := testcluster.UniqueTopic(t)
 	testcluster.CreateTopic(t, brokers, topic, 6, 3, nil)
 	c := newClient(t, realConfig(brokers))

@@ -101,6 +101,20 @@ func integrationWanted() (wanted, mustNotSkip bool) {
 	return integ || inCI, inCI
 }
 
+// SkipIfShort skips a long test under go test -short, for a quick local
+// run. Under CI (CI=true), which runs every test, -short is a mistake:
+// the test fails and says so instead of skipping.
+func SkipIfShort(t testing.TB, why string) {
+	t.Helper()
+	if !testing.Short() {
+		return
+	}
+	if _, inCI := integrationWanted(); inCI {
+		t.Fatalf("%s: -short would skip it, but CI must run every test: drop -short", why)
+	}
+	t.Skip(why + "; skipped with -short")
+}
+
 // Brokers returns the cluster's bootstrap addresses after checking that every
 // one of them answers ApiVersions. Without KPROD_INTEGRATION=1 or CI=true it
 // skips the test.

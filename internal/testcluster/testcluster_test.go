@@ -97,9 +97,7 @@ func TestCluster(t *testing.T) {
 // fault tests rely on.
 func TestFaults(t *testing.T) {
 	brokers := Brokers(t)
-	if testing.Short() {
-		t.Skip("kills and restarts a broker; skipped with -short")
-	}
+	SkipIfShort(t, "kills and restarts a broker")
 	topic := UniqueTopic(t)
 	CreateTopic(t, brokers, topic, 1, 3, nil)
 	old := int(Leaders(t, brokers, topic)[0])
