@@ -13,24 +13,12 @@ import (
 // per record in steady state: the callback here is one shared func, and
 // records are reused once their callback has run.
 func BenchmarkAppend(b *testing.B) {
-	c := newFakeB(b, 6)
-	cfg := DefaultConfig()
-	cfg.BootstrapServers = c.ListenAddrs()
-	if os.Getenv("KPROD_BENCH_NOIDEM") != "" {
-		off := false
-		cfg.EnableIdempotence = &off
-	}
-	p, err := NewProducer(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close(context.Background())
-	ctx := context.Background()
-	// Warm up: metadata, connections, pooled buffers.
-	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
-		b.Fatal(err)
-	}
-	sendLoop(b, p, func() error { return p.Flush(ctx) })
+	p := benchProducer(b, func(cfg *Config) {
+		if os.Getenv("KPROD_BENCH_NOIDEM") != "" {
+			cfg.EnableIdempotence = new(false)
+		}
+	})
+	sendLoop(b, p, func() error { return p.Flush(context.Background()) })
 }
 
 // BenchmarkAppendLZ4 is BenchmarkAppend with lz4: batches then fill by
@@ -38,20 +26,35 @@ func BenchmarkAppend(b *testing.B) {
 // a multiple of batch.size, and should allocate nothing per record
 // either.
 func BenchmarkAppendLZ4(b *testing.B) {
+	p := benchProducer(b, func(cfg *Config) { cfg.CompressionType = "lz4" })
+	sendLoop(b, p, func() error { return p.Flush(context.Background()) })
+}
+
+// benchProducer starts an in-process cluster (BlackholeProduce) with
+// topic "t" of 6 partitions and a producer on it, configured by set,
+// closed when the benchmark ends. begin runs before the warm-up record
+// (which brings metadata, connections and pooled buffers), for a
+// transaction to put it in.
+func benchProducer(b *testing.B, set func(*Config), begin ...func(*Producer) error) *Producer {
+	b.Helper()
 	c := newFakeB(b, 6)
 	cfg := DefaultConfig()
 	cfg.BootstrapServers = c.ListenAddrs()
-	cfg.CompressionType = "lz4"
+	set(&cfg)
 	p, err := NewProducer(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer p.Close(context.Background())
-	ctx := context.Background()
-	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+	b.Cleanup(func() { p.Close(context.Background()) })
+	for _, f := range begin {
+		if err := f(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := p.SendSync(context.Background(), &Record{Topic: "t", Value: []byte("warm")}); err != nil {
 		b.Fatal(err)
 	}
-	sendLoop(b, p, func() error { return p.Flush(ctx) })
+	return p
 }
 
 // sendLoop sends b.N records of 100 bytes through p with one shared

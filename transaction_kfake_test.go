@@ -570,24 +570,12 @@ func TestTxnCloseAbortsOpenTransaction(t *testing.T) {
 // BenchmarkTxnAppend is BenchmarkAppend inside one transaction: the
 // transactional checks on the send path must not allocate.
 func BenchmarkTxnAppend(b *testing.B) {
-	c := newFakeB(b, 6)
-	cfg := DefaultConfig()
-	cfg.BootstrapServers = c.ListenAddrs()
-	cfg.TransactionalID = "bench"
-	p, err := NewProducer(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close(context.Background())
 	ctx := context.Background()
-	if err := p.InitTransactions(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if err := p.BeginTransaction(); err != nil {
-		b.Fatal(err)
-	}
-	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
-		b.Fatal(err)
-	}
+	p := benchProducer(b, func(cfg *Config) { cfg.TransactionalID = "bench" }, func(p *Producer) error {
+		if err := p.InitTransactions(ctx); err != nil {
+			return err
+		}
+		return p.BeginTransaction()
+	})
 	sendLoop(b, p, func() error { return p.CommitTransaction(ctx) })
 }
