@@ -125,6 +125,28 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// tcpPair is a connected loopback TCP pair: client (the dialled end) and
+// server (the accepted end), both closed when the test ends.
+func tcpPair(tb testing.TB) (client, server net.Conn) {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	client, err = net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { client.Close() })
+	server, err = l.Accept()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { server.Close() })
+	return client, server
+}
+
 func netListen(t *testing.T) (net.Listener, error) {
 	t.Helper()
 	return net.Listen("tcp", "127.0.0.1:0")

@@ -158,20 +158,7 @@ func checkFrames(t *testing.T, got, want []byte) {
 func TestVectoredWriteTCP(t *testing.T) {
 	for _, clientID := range []string{"kprod-test", ""} {
 		t.Run(fmt.Sprintf("client.id=%q", clientID), func(t *testing.T) {
-			l, err := netListen(t)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			nc, err := net.Dial("tcp", l.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			peer, err := l.Accept()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer peer.Close()
+			nc, peer := tcpPair(t)
 			cfg := testConfig()
 			cfg.ClientID = clientID
 			c := rawConn(nc, cfg)
@@ -304,19 +291,7 @@ func BenchmarkConnWrite(b *testing.B) {
 		{"flat", struct{ kmsg.Request }{vreq}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			nc, err := net.Dial("tcp", l.Addr().String())
-			if err != nil {
-				b.Fatal(err)
-			}
-			peer, err := l.Accept()
-			if err != nil {
-				b.Fatal(err)
-			}
+			nc, peer := tcpPair(b)
 			drained := make(chan struct{})
 			go func() {
 				_, _ = io.Copy(io.Discard, peer)
