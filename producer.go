@@ -244,6 +244,9 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 	if err != nil {
 		return err
 	}
+	// Decided before the append: once the record is in a batch, its
+	// callback may run (and its owner reuse it) before Send returns.
+	sticky := p.sticky(r)
 	q := p.acc.queue(t, part)
 	maxBlock := p.cfg.MaxBlock
 	if waited {
@@ -262,7 +265,7 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 	if err != nil {
 		return fmt.Errorf("cannot buffer the record for %s[%d]: %w", r.Topic, part, err)
 	}
-	if p.sticky(r) {
+	if sticky {
 		// Java counts what the record adds to its batch's estimated
 		// size: with compression, the estimated compressed bytes, so that
 		// the partition takes a whole (compressed) batch before a switch.
