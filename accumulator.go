@@ -427,7 +427,7 @@ func (a *accumulator) release(b *batch) {
 func (a *accumulator) recycle() {
 	for i, b := range a.released {
 		// Keep the callback slice (complete cleared every entry) and the
-		// Builder, which keeps its compression buffer after Release.
+		// Builder.
 		*b = batch{recs: b.recs[:0], bld: b.bld}
 		batchPool.Put(b)
 		a.released[i] = nil

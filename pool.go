@@ -15,7 +15,10 @@ import (
 // that steady-state producing allocates no batch memory: of batch.size,
 // and, for compressed batches, of batch.size × 2, 4, 8 and 16 (a batch of
 // records that are estimated to compress to batch.size holds more than
-// batch.size of them uncompressed; see accumulator.newBatchSize).
+// batch.size of them uncompressed; see accumulator.newBatchSize). A batch
+// lives in its buffer until acknowledged, compressed or not (the seal
+// compresses over the records, recbatch.Builder.Seal), so the budget
+// bounds the memory batches really hold.
 //
 // Memory is counted as Java counts it: available = bytes not handed out,
 // which includes the bytes held by the free lists. A buffer of another

@@ -108,16 +108,18 @@ type SealOptions struct {
 // until Reset.
 //
 // Ownership: the buffer passed to Reset (grown as needed by Append) holds the
-// records and, for an uncompressed batch, is the sealed batch itself. A
-// compressed batch is written into a second buffer that the Builder keeps
-// and reuses on the next Seal. So the bytes Seal returns stay valid until the
-// next Reset or Seal of the same Builder: keep the Builder with its batch
-// until the broker has acknowledged it, then Release the buffer to its pool
-// and Reset the Builder for a new batch.
+// records and, once sealed, the batch itself, compressed or not: Seal
+// compresses through the Compressor's scratch buffer and copies the result
+// back over the records, so a sealed batch holds no memory beyond the
+// buffer it was given. The bytes Seal returns stay valid until the next
+// Reset or Release: keep the Builder with its batch until the broker has
+// acknowledged it, then Release the buffer to its pool and Reset the
+// Builder for a new batch.
 type Builder struct {
-	buf    []byte // header placeholder + records
-	out    []byte // compressed batch, capacity kept across batches (see Seal)
+	buf    []byte // header placeholder + records (compressed once sealed with a codec)
 	sealed []byte // result of the last Seal; nil while open
+	codec  Codec  // the codec buf's records are in: None until a compressing Seal
+	rawLen int    // len(buf) before compression; meaningful when codec != None
 
 	baseTs   int64
 	maxTs    int64
@@ -136,6 +138,7 @@ func (b *Builder) Reset(buf []byte, firstTimestampMs int64) {
 	}
 	b.buf = buf[:HeaderSize]
 	b.sealed = nil
+	b.codec, b.rawLen = None, 0
 	b.baseTs = firstTimestampMs
 	b.maxTs = firstTimestampMs
 	b.n = 0
@@ -144,13 +147,13 @@ func (b *Builder) Reset(buf []byte, firstTimestampMs int64) {
 
 // Release hands back the records buffer (length 0, possibly grown since
 // Reset) so that it can be returned to its pool, and drops the Builder's
-// reference to it. For an uncompressed batch the sealed bytes live in that
-// buffer, so release only once the batch is done with. The compression
-// buffer stays with the Builder for its next batch.
+// reference to it. The sealed bytes live in that buffer, so release only
+// once the batch is done with.
 func (b *Builder) Release() []byte {
 	buf := b.buf[:0]
 	b.buf = nil
 	b.sealed = nil
+	b.codec, b.rawLen = None, 0
 	return buf
 }
 
@@ -172,8 +175,14 @@ func (b *Builder) FirstTimestamp() int64 { return b.baseTs }
 func (b *Builder) MaxTimestamp() int64 { return b.maxTs }
 
 // UncompressedSize is the exact size of the batch if sealed without
-// compression: HeaderSize plus the encoded records.
-func (b *Builder) UncompressedSize() int { return len(b.buf) }
+// compression: HeaderSize plus the encoded records. It stays so after a
+// compressing Seal.
+func (b *Builder) UncompressedSize() int {
+	if b.codec != None {
+		return b.rawLen
+	}
+	return len(b.buf)
+}
 
 // Size is the batch's size on the wire: exact once sealed; before that the
 // uncompressed size, or with a compression estimate set, the header plus
@@ -240,7 +249,7 @@ const capacitySlack = 64
 // per-topic compression ratio estimate. It is 1 for an uncompressed or empty
 // batch and before Seal.
 func (b *Builder) CompressionRatio() float32 {
-	raw := len(b.buf) - HeaderSize
+	raw := b.UncompressedSize() - HeaderSize
 	if b.sealed == nil || raw <= 0 {
 		return 1
 	}
@@ -366,36 +375,21 @@ func (b *Builder) append(tsMs, tsDelta int64, body int, key, value []byte, heade
 // records section is compressed with opts.Compressor if one is given, the
 // header is written, and the CRC-32C is computed over attributes..end.
 //
-// The returned slice aliases the Builder's buffers (see Builder) and stays
-// valid until the next Reset or Seal. Sealing again (say with other options)
-// re-encodes the header, and recompresses, from the same records. Should a
+// The returned slice aliases the Builder's buffer (see Builder) and stays
+// valid until the next Reset or Release. The records are compressed at
+// most once: after a compressing Seal they are kept compressed only, and
+// sealing again re-encodes just the header (producer state, transactional
+// flag) around them, in that codec whatever opts.Compressor says now. Should a
 // compressor ever fail, the batch is sealed uncompressed instead, which
 // every broker accepts, rather than failing the records.
 //
 // An empty batch seals to a header-only batch with lastOffsetDelta -1; brokers
 // reject those, so callers do not send them.
 func (b *Builder) Seal(opts SealOptions) []byte {
-	out := b.buf
-	codec := None
-	if c := opts.Compressor; c != nil && c.codec != None {
-		raw := b.buf[HeaderSize:]
-		o := b.out
-		if cap(o) < HeaderSize+c.maxCompressedLen(len(raw)) {
-			// The first compressed batch of this Builder, or one
-			// larger than any before. Allocate once, with room for
-			// the worst case of the largest batch the records buffer
-			// can hold (its capacity, normally batch.size), so that
-			// neither the encoder now nor later batches of the same
-			// Builder grow it: each growth is another allocation,
-			// zeroed by the runtime, and a copy.
-			o = make([]byte, HeaderSize, HeaderSize+c.maxCompressedLen(max(len(raw), cap(b.buf)-HeaderSize)))
-		}
-		o, err := c.AppendCompressed(o[:HeaderSize], raw)
-		if err == nil {
-			out, codec = o, c.codec
-		}
-		b.out = o[:0]
+	if c := opts.Compressor; c != nil && c.codec != None && b.codec == None {
+		b.compress(c)
 	}
+	out, codec := b.buf, b.codec
 
 	attrs := uint16(codec) & attrCodecMask
 	if opts.Transactional {
@@ -422,6 +416,29 @@ func (b *Builder) Seal(opts SealOptions) []byte {
 	be.PutUint32(out[offCRC:], crc32.Checksum(out[offAttributes:], castagnoli))
 	b.sealed = out
 	return out
+}
+
+// compress replaces the records in b.buf by their compression with c. The
+// Compressor lends a scratch buffer large enough for any encoder's worst
+// case, so that no encoder grows (re-allocates, and the runtime re-zeroes)
+// its output half-way through a batch; the result is copied back over the
+// records, which fits unless the records did not compress at all (then
+// b.buf grows). A failed compressor leaves the records uncompressed.
+func (b *Builder) compress(c *Compressor) {
+	raw := b.buf[HeaderSize:]
+	scratch := c.scratch.get()
+	if cap(scratch) < c.maxCompressedLen(len(raw)) {
+		// Sized for the largest batch the records buffer can hold,
+		// so that a later, fuller batch does not grow it.
+		scratch = make([]byte, 0, c.maxCompressedLen(max(len(raw), cap(b.buf)-HeaderSize)))
+	}
+	o, err := c.AppendCompressed(scratch[:0], raw)
+	if err == nil {
+		b.rawLen = len(b.buf)
+		b.buf = append(b.buf[:HeaderSize], o...)
+		b.codec = c.codec
+	}
+	c.scratch.put(o[:0])
 }
 
 // SetProducerState rewrites producerId, producerEpoch and baseSequence of a

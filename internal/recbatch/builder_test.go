@@ -515,9 +515,21 @@ func TestResealAndReuse(t *testing.T) {
 				t.Errorf("round %d %v: ratio %v on compressible data", round, codec, b.CompressionRatio())
 			}
 			checkRecords(t, decodeWithKmsg(t, d, wire), recs[0].ts, recs)
-			// Sealing again, differently, gives a valid batch too.
+			// Sealing again, differently, gives a valid batch too, with
+			// the new producer state and the records as first sealed:
+			// compressed at most once, by the first compressing Seal.
 			wire = b.Seal(SealOptions{Compressor: mustCompressor(t, Gzip), Idempotent: true, ProducerID: 1})
 			checkRecords(t, decodeWithKmsg(t, d, wire), recs[0].ts, recs)
+			want := codec
+			if codec == None {
+				want = Gzip
+			}
+			if got := Codec(binary.BigEndian.Uint16(wire[offAttributes:]) & attrCodecMask); got != want {
+				t.Errorf("round %d: resealed %v batch has codec %v", round, codec, got)
+			}
+			if pid := int64(binary.BigEndian.Uint64(wire[offProducerID:])); pid != 1 {
+				t.Errorf("round %d %v: resealed with producer id %d, want 1", round, codec, pid)
+			}
 			buf := b.Release()
 			if len(buf) != 0 || cap(buf) == 0 {
 				t.Fatalf("Release returned len %d cap %d", len(buf), cap(buf))
@@ -574,5 +586,46 @@ func TestRecordsCapacityHoldsTheBatch(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A compressed batch lives in the buffer it was given, as an uncompressed
+// one does: the accumulator charges that buffer to buffer.memory, and a
+// second, uncharged buffer per batch in flight would let the real memory
+// reach twice buffer.memory. Incompressible records grow it instead.
+func TestCompressedSealInPlace(t *testing.T) {
+	d := mustDecompressor(t)
+	recs := testCases()["mixed"].records
+	r := rand.New(rand.NewPCG(41, 42))
+	noise := []testRecord{{ts: 7, value: randomBytes(r, 4000)}}
+	for _, codec := range allCodecs {
+		if codec == None {
+			continue
+		}
+		var b Builder
+		buf := make([]byte, 0, 64<<10) // room for every record
+		b.Reset(buf, recs[0].ts)
+		for _, rec := range recs {
+			b.Append(rec.ts, rec.key, rec.value, rec.headers)
+		}
+		raw := b.UncompressedSize()
+		wire := b.Seal(SealOptions{Compressor: mustCompressor(t, codec)})
+		if &wire[0] != &buf[:1][0] || cap(wire) != cap(buf) {
+			t.Errorf("%v: the sealed batch is not in the records buffer", codec)
+		}
+		if b.UncompressedSize() != raw || b.CompressionRatio() >= 1 || len(wire) >= raw {
+			t.Errorf("%v: %d bytes sealed from %d; UncompressedSize %d, ratio %v",
+				codec, len(wire), raw, b.UncompressedSize(), b.CompressionRatio())
+		}
+		checkRecords(t, decodeWithKmsg(t, d, wire), recs[0].ts, recs)
+		if back := b.Release(); &back[:1][0] != &buf[:1][0] {
+			t.Errorf("%v: Release returned another buffer", codec)
+		}
+
+		// Records that do not compress fit no longer: the buffer grows.
+		b.Reset(make([]byte, 0, 4096+HeaderSize), 7)
+		b.Append(7, nil, noise[0].value, nil)
+		wire = b.Seal(SealOptions{Compressor: mustCompressor(t, codec)})
+		checkRecords(t, decodeWithKmsg(t, d, wire), 7, noise)
 	}
 }

@@ -132,6 +132,10 @@ type Compressor struct {
 	lz   freeList[*lz4Encoder]
 	zstd freeList[*zstd.Encoder]
 
+	// scratch holds compression output buffers that Builder.Seal lends
+	// and copies back from; like the encoders, kept across batches.
+	scratch freeList[[]byte]
+
 	gzLevel int                  // klauspost flate level
 	lzDepth lz4.CompressionLevel // 0: fast compressor; else HC search depth
 	zOpts   []zstd.EOption
@@ -153,6 +157,8 @@ func NewCompressor(c Codec, level int) (*Compressor, error) {
 		gz:    newFreeList[*gzipEncoder](n),
 		lz:    newFreeList[*lz4Encoder](n),
 		zstd:  newFreeList[*zstd.Encoder](n),
+
+		scratch: newFreeList[[]byte](n),
 	}
 	switch c {
 	case Gzip:
@@ -248,7 +254,7 @@ func (c *Compressor) AppendCompressed(dst, src []byte) ([]byte, error) {
 // compressing it; for gzip and zstd the worst case of storing the input
 // (deflate's stored blocks, zstd's raw blocks) with ample room for their
 // headers, which their encoders fall back to rather than expand the data.
-// Seal sizes the Builder's compression buffer with it, so that the
+// Seal sizes its scratch buffers with it, so that the
 // encoders never re-allocate (and re-copy, and the runtime re-zero) the
 // buffer half-way through a batch.
 func (c *Compressor) maxCompressedLen(n int) int {

@@ -437,7 +437,7 @@ func TestLZ4LevelsDiffer(t *testing.T) {
 	}
 }
 
-// maxCompressedLen is what Seal sizes a Builder's compression buffer with;
+// maxCompressedLen is what Seal sizes the Compressor's scratch buffers with;
 // if an encoder ever needed more, it would re-allocate that buffer (and the
 // runtime zero the new one) in the middle of sealing. Incompressible data
 // is the worst case, at every block boundary of every codec.
