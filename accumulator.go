@@ -188,7 +188,10 @@ type batch struct {
 	// started the next batch, or by the sender when it drains it.
 	full bool
 
-	// Sender-owned state below.
+	// Sender-owned state below. attempts and retryAt are also read by
+	// Send's adaptive partitioner (partq.queueState, under q.mu) while the
+	// batch waits in its deque: the sender writes them before requeue,
+	// or under q.mu.
 	wire      []byte // the sealed batch; nil until drained the first time
 	attempts  int
 	seq       int32 // idempotence: base sequence, noSeq until first drained

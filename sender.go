@@ -518,7 +518,12 @@ func (s *sender) applyLeaderHints(from int32, hints []cluster.LeaderHint, batche
 			continue
 		}
 		if b := batches[i]; !b.completed && leader != from {
-			b.retryAt = now // the leader moved: retry at once
+			// The leader moved: retry at once. The batch is back in its
+			// deque, where Send's adaptive partitioner reads retryAt
+			// (partq.queueState), so under the deque's lock.
+			b.q.mu.Lock()
+			b.retryAt = now
+			b.q.mu.Unlock()
 		}
 	}
 	return refresh

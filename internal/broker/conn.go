@@ -557,8 +557,11 @@ func (c *Conn) timeout(corr int32) {
 	err := fmt.Errorf("%w: %s (key %d) to broker %d (%s) got no response within %v; the connection was closed",
 		kerr.ErrRequestTimeout, kmsg.NameForKey(p.req.Key()), p.req.Key(), c.nodeID, c.addr, c.cfg.RequestTimeout)
 	c.cfg.Logger.Debug("request timed out", "broker", c.nodeID, "addr", c.addr, "key", p.req.Key())
-	c.complete(p, nil, err)
+	// Close first, then answer: closing waits for a write in progress,
+	// so once done runs nothing still reads the request's memory (a
+	// produce request's batches, which the sender may then reuse).
 	c.fail(fmt.Errorf("%w: another request on the connection timed out: %w", kerr.ErrConnectionLost, err))
+	c.complete(p, nil, err)
 }
 
 func (c *Conn) readLoop() {

@@ -180,10 +180,16 @@ func TestRequestTimeout(t *testing.T) {
 	// timer cannot fire before the first one's closes the connection.
 	start := time.Now()
 	errA := make(chan error, 1)
-	go func() {
-		_, err := c.Do(context.Background(), metadataReq())
+	deadAtDone := make(chan bool, 1)
+	// By the time a timed-out request's done runs, the connection is
+	// closed, so no write of it can still be in progress: its caller may
+	// then reuse the request's memory (a produce request's batches).
+	if !c.TrySend(metadataReq(), false, func(_ kmsg.Response, err error) {
+		deadAtDone <- c.Dead()
 		errA <- err
-	}()
+	}) {
+		t.Fatal("TrySend refused the first request")
+	}
 	time.Sleep(100 * time.Millisecond)
 	errB := make(chan error, 2)
 	if !c.TrySend(metadataReq(), false, func(_ kmsg.Response, err error) { errB <- err }) {
@@ -200,6 +206,9 @@ func TestRequestTimeout(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "Metadata") {
 		t.Errorf("timeout error does not name the request: %v", err)
+	}
+	if !<-deadAtDone {
+		t.Error("the timed-out request's done ran before its connection was closed")
 	}
 	select {
 	case err := <-errB:
