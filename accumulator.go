@@ -159,6 +159,12 @@ type partq struct {
 	lastAcked  int32    // idempotence: last sequence acknowledged, -1 none
 	suspectEnd int32    // idempotence: a failed batch ended here, -1 none
 	pending    []*batch // idempotence: batches with a sequence, not yet completed, by sequence
+	// idempotence: the producer id and epoch the sequences are numbered
+	// in (-1 before the first batch), and whether the partition waits
+	// for an epoch bump to renumber its batches.
+	pid     int64
+	epoch   int16
+	rewrite bool
 
 	// txnGen is the transaction (v1) this partition was added to with
 	// AddPartitionsToTxn; set by the goroutine that adds it, read by the
@@ -192,15 +198,17 @@ type batch struct {
 	// Send's adaptive partitioner (partq.queueState, under q.mu) while the
 	// batch waits in its deque: the sender writes them before requeue,
 	// or under q.mu.
-	wire      []byte // the sealed batch; nil until drained the first time
-	attempts  int
-	seq       int32 // idempotence: base sequence, noSeq until first drained
-	bumps     int   // epoch bumps asked for by this batch's INVALID_PRODUCER_EPOCH
-	sent      bool  // written to a broker at least once
-	lastErr   error // of the last failed attempt
-	retryAt   time.Time
-	inFlight  bool // in a request not yet answered
-	completed bool // callbacks have run
+	wire     []byte // the sealed batch; nil until drained the first time
+	attempts int
+	seq      int32 // idempotence: base sequence, noSeq until first drained
+	// renumbered: the batch's sequence was restarted by an epoch bump
+	// (Java's sequenceHasBeenReset).
+	renumbered bool
+	sent       bool  // written to a broker at least once
+	lastErr    error // of the last failed attempt
+	retryAt    time.Time
+	inFlight   bool // in a request not yet answered
+	completed  bool // callbacks have run
 	// parent is the batch this one is a part of (split.go); outstanding
 	// counts the parts of a split batch not yet complete. A split batch
 	// stays incomplete, for Flush, until its last part completes.
@@ -266,7 +274,7 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 	}
 	ps := make([]*partq, max(len(old), int(partition)+1))
 	copy(ps, old)
-	q := &partq{topic: t, partition: partition, lastAcked: -1, suspectEnd: -1}
+	q := &partq{topic: t, partition: partition, lastAcked: -1, suspectEnd: -1, pid: -1, epoch: -1}
 	ps[partition] = q
 	t.parts.Store(&ps)
 	all := append(append([]*partq{}, *a.parts.Load()...), q)

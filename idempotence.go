@@ -27,26 +27,29 @@ import (
 // (one that has a sequence) is sent again only when every batch before it
 // is acknowledged, and the batches after it wait behind it in the deque;
 // their own in-flight attempts fail with OUT_OF_ORDER_SEQUENCE_NUMBER,
-// which is retried without further ado because an earlier batch is still
-// unresolved (Java's TransactionManager.canRetry).
+// which is retried without further ado because they are not the next
+// sequence the broker expects (Java's TransactionManager.canRetry).
 //
 // Gaps: a batch that fails for good after it was sent (delivery timeout,
-// a non-retriable error) leaves a hole in the partition's sequence that
-// the broker would answer with OUT_OF_ORDER_SEQUENCE_NUMBER forever. The
-// partition stops draining until its requests in flight are answered; if
-// the last acknowledged sequence then covers the failed batch (it was
-// written after all) nothing is done, otherwise the producer bumps its
-// epoch (KIP-360: InitProducerId with the current id and epoch) and
-// renumbers every unacknowledged batch from 0 in the new epoch. The same
-// happens when the broker lost our state (UNKNOWN_PRODUCER_ID) or reports
-// a real gap. The records after the gap are thus neither lost nor
-// reordered; the failed batch's records get an error saying they may or
-// may not have been written.
+// a non-retriable error) may leave a hole in the partition's sequence. The
+// partition then sends no new batch until every batch it has sent is
+// settled, its retries included (a retry's answer may prove the failed
+// batch written after all). If the last acknowledged sequence then is the
+// last one assigned, nothing is done; otherwise, as when the broker lost
+// our state (UNKNOWN_PRODUCER_ID) or reports a real gap, the partition
+// asks for an epoch bump. As in Java, the idempotent producer bumps its
+// epoch itself (same producer id, epoch + 1; a new id only when the epoch
+// is exhausted) once the partitions that asked have nothing in flight, and
+// renumbers only their unacknowledged batches, from 0 in the new epoch.
+// Every other partition keeps the id and epoch its batches were numbered
+// in (partq.pid, partq.epoch) until they are all acknowledged, and only
+// then starts at 0 in the new epoch: a batch that may have been written
+// keeps the sequence the broker would recognise it by.
 type idempotence struct {
 	pid        int64
 	epoch      int16
 	have       bool      // pid and epoch are valid
-	bumpNeeded bool      // renumber in a new epoch once nothing is in flight
+	bumpNeeded bool      // some partition asked for a new epoch (partq.rewrite)
 	retryAt    time.Time // after a failed InitProducerId
 	attempts   int
 	fatal      error // InitProducerId failed for good; every batch fails with it
@@ -56,9 +59,10 @@ type idempotence struct {
 const noSeq = -1
 
 // ensureProducerID gets a producer id before the first produce and bumps
-// the epoch when a gap needs it. It blocks the sender for at most one
-// request (request.timeout.ms), which is fine: nothing can be produced
-// without an id. It returns false while produce must wait.
+// the epoch when a partition needs it. It blocks the sender for at most
+// one request (request.timeout.ms), which is fine: nothing can be produced
+// without an id. It returns false while produce must wait; while a bump
+// waits for the partitions that asked for it, the others go on.
 func (s *sender) ensureProducerID(now time.Time) bool {
 	id := &s.idem
 	if s.txn.on {
@@ -70,31 +74,31 @@ func (s *sender) ensureProducerID(now time.Time) bool {
 	if id.have && !id.bumpNeeded {
 		return true
 	}
-	if id.bumpNeeded && s.inflight > 0 {
-		return false // wait until every request in flight is answered
+	if id.have && !s.bumpReady() {
+		return true // the partitions that asked wait (mayDrainIdempotent)
+	}
+	if id.have && id.epoch < math.MaxInt16 {
+		// Java's bumpIdempotentProducerEpoch: no request; brokers take a
+		// higher epoch whose sequences start at 0.
+		id.epoch++
+		s.p.log.Debug("producer epoch bumped", "producer_id", id.pid, "epoch", id.epoch)
+		s.restartRewrites()
+		return true
 	}
 	if now.Before(id.retryAt) {
-		return false
+		return id.have
 	}
 	br := s.p.cl.LeastLoaded()
 	if br == nil {
 		s.p.cl.RequestRefresh()
 		id.retryAt = now.Add(s.p.cfg.RetryBackoff) // not before metadata names a broker
-		return false
+		return id.have
 	}
+	// The first id, or a new one when the epoch is exhausted: a producer
+	// without a transactional.id always gets a fresh id, epoch 0.
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.TransactionTimeoutMillis = math.MaxInt32 // no transaction
 	req.ProducerID, req.ProducerEpoch = -1, -1
-	bump := id.have && id.bumpNeeded
-	if bump {
-		if v, ok := br.Version(req.Key()); (ok && v >= 3) || !ok {
-			// KIP-360: the broker bumps our epoch and keeps our id.
-			req.ProducerID, req.ProducerEpoch = id.pid, id.epoch
-		}
-		if id.epoch == math.MaxInt16 {
-			req.ProducerID, req.ProducerEpoch = -1, -1 // exhausted: a new id
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.p.cfg.RequestTimeout)
 	stop := context.AfterFunc(s.forceCtx, cancel)
 	resp, err := br.Do(ctx, req)
@@ -103,22 +107,18 @@ func (s *sender) ensureProducerID(now time.Time) bool {
 	if err == nil {
 		r := resp.(*kmsg.InitProducerIDResponse)
 		if err = kerr.ForCode(r.ErrorCode); err == nil {
-			old := id.epoch
-			id.pid, id.epoch, id.have, id.bumpNeeded, id.attempts = r.ProducerID, r.ProducerEpoch, true, false, 0
-			s.p.log.Debug("producer id", "producer_id", id.pid, "epoch", id.epoch, "bump", bump, "old_epoch", old)
-			s.resequenceAll()
+			old, hadID := id.pid, id.have
+			id.pid, id.epoch, id.have, id.attempts, id.retryAt = r.ProducerID, r.ProducerEpoch, true, 0, time.Time{}
+			s.p.log.Debug("producer id", "producer_id", id.pid, "epoch", id.epoch, "old_producer_id", old, "new_id_after_exhausted_epoch", hadID)
+			s.restartRewrites()
 			return true
 		}
-	}
-	if req.ProducerID >= 0 && errors.Is(err, kerr.InvalidProducerEpoch) {
-		// The broker does not know our epoch any more: start afresh.
-		id.have = false
 	}
 	// Only a broker's non-retriable answer is fatal; a connection that
 	// broke or closed (the bootstrap one is closed once metadata names the
 	// real brokers) is tried again on another broker.
 	var be *kerr.BrokerError
-	if errors.As(err, &be) && !be.Retriable && be.Code != kerr.InvalidProducerEpoch.Code && be.Code != kerr.ProducerFenced.Code {
+	if errors.As(err, &be) && !be.Retriable {
 		hint := ""
 		if errors.Is(err, kerr.ClusterAuthorizationFailed) {
 			hint = " (does the principal have IDEMPOTENT_WRITE on the cluster? else set enable.idempotence=false)"
@@ -130,21 +130,61 @@ func (s *sender) ensureProducerID(now time.Time) bool {
 	id.attempts++
 	id.retryAt = now.Add(broker.Backoff(s.p.cfg.RetryBackoff, s.p.cfg.RetryBackoffMax, id.attempts-1))
 	s.p.log.Debug("InitProducerId failed; retrying", "err", err, "backoff", time.Until(id.retryAt))
-	return false
+	return id.have
+}
+
+// bumpReady reports whether every partition that asked for a new epoch
+// has nothing in flight, so that its batches can be renumbered.
+func (s *sender) bumpReady() bool {
+	for _, q := range *s.p.acc.parts.Load() {
+		if q.rewrite && q.inflight > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// requestBump is Java's requestIdempotentEpochBumpForPartition: q's
+// batches are renumbered in the next epoch once it has nothing in flight.
+func (s *sender) requestBump(q *partq) {
+	q.rewrite = true
+	s.idem.bumpNeeded = true
+}
+
+// restartRewrites renumbers, in the producer's current id and epoch, the
+// partitions that asked for it (all of them for a fresh id) and clears
+// the bump request.
+func (s *sender) restartRewrites() {
+	for _, q := range *s.p.acc.parts.Load() {
+		if q.rewrite {
+			s.restartSequences(q)
+		}
+	}
+	s.idem.bumpNeeded = false
 }
 
 // resequenceAll starts every partition's sequence at 0 in the (new)
-// epoch and renumbers its unacknowledged batches in order. Only called
-// with nothing in flight, so every such batch is back in its deque.
+// epoch and renumbers its unacknowledged batches in order: the
+// transactional producer's new id or epoch, taken only with nothing in
+// flight, so every such batch is back in its deque.
 func (s *sender) resequenceAll() {
 	for _, q := range *s.p.acc.parts.Load() {
-		q.nextSeq, q.lastAcked, q.suspectEnd = 0, -1, -1
-		for _, b := range q.pending {
-			b.seq = q.nextSeq
-			q.nextSeq += int32(len(b.recs))
-			if err := recbatch.SetProducerState(b.wire, s.idem.pid, s.idem.epoch, b.seq); err != nil {
-				panic("kprod: resequencing a batch that is not sealed: " + err.Error()) // a bug, not an input error
-			}
+		s.restartSequences(q)
+	}
+}
+
+// restartSequences is Java's startSequencesAtBeginning: q's unacknowledged
+// batches (none in flight) are renumbered from 0 in the producer's current
+// id and epoch, which become q's.
+func (s *sender) restartSequences(q *partq) {
+	q.pid, q.epoch = s.idem.pid, s.idem.epoch
+	q.nextSeq, q.lastAcked, q.suspectEnd, q.rewrite = 0, -1, -1, false
+	for _, b := range q.pending {
+		b.seq = q.nextSeq
+		b.renumbered = true
+		q.nextSeq += int32(len(b.recs))
+		if err := recbatch.SetProducerState(b.wire, q.pid, q.epoch, b.seq); err != nil {
+			panic("kprod: resequencing a batch that is not sealed: " + err.Error()) // a bug, not an input error
 		}
 	}
 }
@@ -153,12 +193,18 @@ func (s *sender) resequenceAll() {
 // drained for the first time and seals it with the producer's id and
 // epoch.
 func (s *sender) sealIdempotent(q *partq, b *batch) {
+	if q.stale(&s.idem) {
+		// Every batch numbered in the old id or epoch is acknowledged
+		// (mayDrainIdempotent waited for that): start afresh in the
+		// producer's current ones (Java's maybeUpdateProducerIdAndEpoch).
+		s.restartSequences(q)
+	}
 	b.seq = q.nextSeq
 	q.nextSeq += int32(len(b.recs))
 	opts := s.p.acc.codecOpts
 	opts.Idempotent = true
 	opts.Transactional = s.txn.on
-	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = s.idem.pid, s.idem.epoch, b.seq
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = q.pid, q.epoch, b.seq
 	b.wire = b.bld.Seal(opts)
 	q.pending = append(q.pending, b)
 }
@@ -168,21 +214,27 @@ func (s *sender) sealIdempotent(q *partq, b *batch) {
 // and partition, and recognises a retry as a duplicate only among them.
 const maxPendingPerPartition = 5
 
-// mayDrainIdempotent: a partition with a possible gap waits; a retried
-// batch goes only when every batch before it is acknowledged; and a new
-// batch goes only while no batch of the partition is being retried and
-// fewer than 5 are unacknowledged. Otherwise new batches appended behind
-// a retry would push the retried batch out of the broker's window of 5,
-// and the broker would answer its retry with OUT_OF_ORDER_SEQUENCE_NUMBER
+// mayDrainIdempotent is Java's shouldStopDrainBatchesForPartition,
+// inverted. A partition waiting for its epoch bump sends nothing. A
+// retried batch goes only when every batch before it is acknowledged, even
+// while a gap is suspected (its answer may settle it). A new batch waits
+// while a gap is suspected, while batches numbered in an older id or epoch
+// are unacknowledged, while a batch of the partition is being retried, and
+// while 5 are unacknowledged: otherwise new batches appended behind a
+// retry would push the retried batch out of the broker's window of 5, and
+// the broker would answer its retry with OUT_OF_ORDER_SEQUENCE_NUMBER
 // instead of recognising the duplicate.
 func (s *sender) mayDrainIdempotent(q *partq, b *batch) bool {
-	if q.suspectEnd >= 0 {
+	if q.rewrite {
 		return false
 	}
 	if b.seq != noSeq {
 		return len(q.pending) > 0 && q.pending[0] == b
 	}
-	if len(q.pending) >= maxPendingPerPartition {
+	if q.suspectEnd >= 0 || len(q.pending) >= maxPendingPerPartition {
+		return false
+	}
+	if len(q.pending) > 0 && q.stale(&s.idem) {
 		return false
 	}
 	for _, pb := range q.pending {
@@ -193,49 +245,66 @@ func (s *sender) mayDrainIdempotent(q *partq, b *batch) bool {
 	return true
 }
 
-// resolveSuspect decides, once a partition with a possibly failed
-// sequence has nothing in flight, whether the failed batches were written
-// after all or left a gap that needs an epoch bump.
+// stale reports whether q's sequences are numbered in another producer id
+// or epoch than the producer's current ones.
+func (q *partq) stale(id *idempotence) bool {
+	return q.pid != id.pid || q.epoch != id.epoch
+}
+
+// resolveSuspect is Java's maybeResolveSequences: once a partition with a
+// possibly failed sequence has no unacknowledged batch left (in flight or
+// waiting to be retried), it decides whether the failed batches were
+// written after all (the last acknowledged sequence is the last one
+// assigned) or left a gap that needs an epoch bump. Called for every
+// partition in every sendReady round, and after a queued batch expires.
 func (s *sender) resolveSuspect(q *partq) {
-	if q.suspectEnd < 0 || q.inflight > 0 {
+	// inflight also counts a batch failed by delivery.timeout.ms while in
+	// flight, until its request is answered.
+	if q.suspectEnd < 0 || len(q.pending) > 0 || q.inflight > 0 {
 		return
 	}
-	if q.lastAcked < q.suspectEnd && !s.txn.on { // a transaction is made abortable instead (txnBatchFailed)
+	if q.lastAcked+1 != q.nextSeq && !s.txn.on { // a transaction is made abortable instead (txnBatchFailed)
 		s.p.log.Debug("sequence gap: bumping the epoch", "topic", q.topic.name, "partition", q.partition,
-			"last_acked", q.lastAcked, "failed_up_to", q.suspectEnd)
-		s.idem.bumpNeeded = true
+			"last_acked", q.lastAcked, "next", q.nextSeq, "failed_up_to", q.suspectEnd)
+		s.requestBump(q)
 	}
 	q.suspectEnd = -1
 }
 
 // idempotentRetry is Java's canRetry for the idempotent producer: whether
-// a failed attempt is retried, and whether it needs an epoch bump first.
+// a failed attempt is retried, and whether its partition needs an epoch
+// bump first.
 func (s *sender) idempotentRetry(b *batch, rp *kmsg.ProduceResponseTopicPartition, be *kerr.BrokerError) bool {
 	if s.txn.on {
 		return s.txnRetry(b, rp, be)
 	}
 	q := b.q
-	first := len(q.pending) > 0 && q.pending[0] == b
 	switch be.Code {
 	case kerr.UnknownProducerID.Code:
 		// The broker lost our state (e.g. the log head was deleted by
-		// retention). Without the log start offset, wait for it.
-		if rp.LogStartOffset >= 0 {
-			s.idem.bumpNeeded = true
+		// retention). Without the log start offset, wait for it; a batch
+		// already renumbered after such a loss is just retried.
+		if rp.LogStartOffset >= 0 && !b.renumbered {
+			s.requestBump(q)
 		}
 		return true
 	case kerr.OutOfOrderSequenceNumber.Code:
-		if first {
-			s.idem.bumpNeeded = true // a real gap
+		if q.suspectEnd < 0 && (b.renumbered || b.seq != q.lastAcked+1) {
+			// Not the sequence the broker expects next: an earlier
+			// batch is being retried, or was written after all and this
+			// one will be refused until it fails (never reordered).
+			return true
 		}
-		return true // otherwise an earlier batch is being retried
-	case kerr.InvalidProducerEpoch.Code:
-		b.bumps++
-		if b.bumps > 3 {
-			return false
+		if q.suspectEnd < 0 || b.seq == q.suspectEnd+1 {
+			s.requestBump(q) // a real gap
 		}
-		s.idem.bumpNeeded = true
 		return true
+	case kerr.InvalidProducerEpoch.Code:
+		// As in Java: the batch fails (an earlier attempt may have been
+		// written, so renumbering it could write it twice) and the
+		// partition goes on in a new epoch.
+		s.requestBump(q)
+		return false
 	}
 	return be.Retriable
 }

@@ -124,11 +124,11 @@ func (s *sender) run() {
 				}
 			}
 			next, sent := s.sendReady(now, closing, canDrain)
-			if s.idemOn && !canDrain && !s.idem.retryAt.IsZero() && (next.IsZero() || s.idem.retryAt.Before(next)) {
-				next = s.idem.retryAt
+			if s.idemOn && (!canDrain || s.idem.bumpNeeded) && s.idem.retryAt.After(now) && (next.IsZero() || s.idem.retryAt.Before(next)) {
+				next = s.idem.retryAt // InitProducerId again
 			}
-			if s.idemOn && s.idem.bumpNeeded && s.inflight == 0 && (s.idem.retryAt.IsZero() || !now.Before(s.idem.retryAt)) {
-				next = now // bump on the next round
+			if s.idemOn && s.idem.bumpNeeded && s.idem.have && s.idem.fatal == nil && !s.idem.retryAt.After(now) && s.bumpReady() {
+				next = now // a partition asked for a bump during this round: bump on the next
 			}
 			if t := s.expireInFlight(now); !t.IsZero() && (next.IsZero() || t.Before(next)) {
 				next = t
@@ -219,7 +219,7 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 			q.mu.Unlock() // v1: not in the transaction yet
 			continue
 		}
-		if s.idemOn && (s.idem.bumpNeeded || !s.mayDrainIdempotent(q, b)) {
+		if s.idemOn && !s.mayDrainIdempotent(q, b) {
 			q.mu.Unlock()
 			continue
 		}
@@ -617,6 +617,9 @@ func (s *sender) expireQueuedLocked(q *partq, now time.Time) {
 			cause = s.whyNotSent(q)
 		}
 		s.complete(b, -1, -1, -1, s.timeoutErr(b, now, cause))
+		if s.idemOn {
+			s.resolveSuspect(q) // may ask for a bump: the run loop sees it
+		}
 		q.mu.Lock()
 	}
 }

@@ -58,6 +58,7 @@ func (s *sender) splitTooLarge(b *batch, cause error) {
 		// place among the unacknowledged batches.
 		parts[1].seq = b.seq + int32(cut)
 		parts[0].seq = b.seq
+		parts[0].renumbered, parts[1].renumbered = b.renumbered, b.renumbered
 		if i := slices.Index(q.pending, b); i >= 0 {
 			q.pending = slices.Replace(q.pending, i, i+1, parts[0], parts[1])
 		}
@@ -67,7 +68,7 @@ func (s *sender) splitTooLarge(b *batch, cause error) {
 			opts := p.acc.codecOpts
 			opts.Idempotent = true
 			opts.Transactional = s.txn.on
-			opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = s.idem.pid, s.idem.epoch, c.seq
+			opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = q.pid, q.epoch, c.seq // the batch's numbering
 			c.wire = c.bld.Seal(opts)
 		} else {
 			c.wire = c.bld.Seal(p.acc.codecOpts)

@@ -237,9 +237,12 @@ func (s *sender) txnRetry(b *batch, rp *kmsg.ProduceResponseTopicPartition, be *
 		// whether our state is lost; wait for it.
 		return rp.LogStartOffset < 0
 	case kerr.OutOfOrderSequenceNumber.Code:
+		// Not the sequence the broker expects next: an earlier batch is
+		// being retried, or was written after all; retried (never
+		// reordered). The next sequence refused is a real gap: the
+		// batch fails and the transaction becomes abortable.
 		q := b.q
-		first := len(q.pending) > 0 && q.pending[0] == b
-		return !first // an earlier batch is unresolved: wait for it
+		return q.suspectEnd < 0 && (b.renumbered || b.seq != q.lastAcked+1)
 	case kerr.InvalidProducerEpoch.Code, kerr.ProducerFenced.Code:
 		return false
 	}

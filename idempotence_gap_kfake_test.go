@@ -1,0 +1,219 @@
+package kprod
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kprod/kprod/kerr"
+)
+
+// How the idempotent producer settles sequence gaps and epoch bumps, in
+// the cases where the order of events decides between a duplicate, a
+// reordering and a correct delivery (Java's TransactionManager: canRetry,
+// maybeResolveSequences, bumpIdempotentProducerEpoch). Each case writes a
+// batch whose acknowledgement is lost, or refuses one, and then reads the
+// partition back.
+
+// partitionValues reads one partition of topic t back, in offset order,
+// up to its high watermark.
+func partitionValues(t *testing.T, c *kfake.Cluster, part int32) []string {
+	t.Helper()
+	ctx := ctxT(t, 15*time.Second)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"t": {part: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp = part, -1 // latest: the high watermark
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("ListOffsets: %v", err)
+	}
+	hwm := resp.Topics[0].Partitions[0].Offset
+	var vals []string
+	next := int64(0)
+	for next < hwm {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records of t[%d]: %v", next, hwm, part, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			vals = append(vals, string(r.Value))
+			next = r.Offset + 1
+		})
+	}
+	return vals
+}
+
+func count(vals []string, v string) (n int) {
+	for _, x := range vals {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}
+
+// An epoch bump that one partition asks for must not renumber another
+// partition's batch whose outcome is unknown: under a new producer id, or
+// a new epoch, the broker would take its retry as new. Here x, on
+// partition 1, is written but its acknowledgement lost, and while x waits
+// to be retried partition 0 gets OUT_OF_ORDER_SEQUENCE_NUMBER for the
+// next sequence it expects (a real gap) and bumps its epoch. x's retry
+// keeps its producer id, epoch and sequence. Kafka keeps producer state
+// per partition and recognises it; kfake keeps one epoch per producer id
+// and refuses it with INVALID_PRODUCER_EPOCH, which fails x, as in Java.
+// Either way x is in the log once.
+func TestIdempotentBumpLeavesOtherPartitionsRetries(t *testing.T) {
+	c := newFake(t, 2)
+	cfg := testConfig(c)
+	cfg.RetryBackoff, cfg.RetryBackoffMax = 2*time.Second, 2*time.Second
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	for part := range int32(2) {
+		if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(part)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lost := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Partitions: []int32{1}, Err: fkerr.RequestTimedOut})
+	errX := make(chan error, 1)
+	p.Send(ctx, (&Record{Topic: "t", Value: []byte("x")}).ToPartition(1), func(_ *Record, err error) { errX <- err })
+	if err := lost.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	gap := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Partitions: []int32{0}, Err: fkerr.OutOfOrderSequenceNumber})
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("y")}).ToPartition(0)); err != nil {
+		t.Fatalf("y: %v", err)
+	}
+	if err := <-errX; err != nil && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("x: %v, want success or (kfake) INVALID_PRODUCER_EPOCH", err)
+	}
+	if gap.Hits() != 1 {
+		t.Fatalf("the gap fault was hit %d times", gap.Hits())
+	}
+	if got := partitionValues(t, c, 1); count(got, "x") != 1 {
+		t.Errorf("partition 1 holds %v: x written %d times", got, count(got, "x"))
+	}
+	if got := partitionValues(t, c, 0); count(got, "y") != 1 {
+		t.Errorf("partition 0 holds %v: y written %d times", got, count(got, "y"))
+	}
+}
+
+// A batch that expires in its deque while a later batch of the partition
+// waits to be retried is not a gap yet: the retry's answer may show the
+// broker wrote both. Here a and b are both written with their
+// acknowledgements lost; a expires before its retry, b is retried with its
+// sequence and recognised, and no bump renumbers (and duplicates) b.
+func TestIdempotentExpiredBatchSettledByLaterRetry(t *testing.T) {
+	c := newFake(t, 1)
+	var held atomic.Bool
+	held.Store(true) // not the warm-up
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !held.Swap(true) {
+			c.SleepControl(func() { time.Sleep(1500 * time.Millisecond) }) // b goes out meanwhile
+		}
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.Linger = 0
+	// a: sent at 0, answered at 1.5 s, retry due at 2.5 s, expires at 2 s.
+	// b: sent at 1 s, answered at 1.5 s, retried at 2.5 s, expires at 3 s.
+	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, time.Second
+	cfg.RequestTimeout = 1800 * time.Millisecond
+	cfg.DeliveryTimeout = 2 * time.Second
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	held.Store(false)
+	lost := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Err: fkerr.RequestTimedOut, Count: 2})
+	errA, errB := make(chan error, 1), make(chan error, 1)
+	p.Send(ctx, &Record{Topic: "t", Value: []byte("a")}, func(_ *Record, err error) { errA <- err })
+	time.Sleep(time.Second)
+	p.Send(ctx, &Record{Topic: "t", Value: []byte("b")}, func(_ *Record, err error) { errB <- err })
+	if err := <-errA; !errors.Is(err, ErrDeliveryTimeout) {
+		t.Fatalf("a: %v, want ErrDeliveryTimeout", err)
+	}
+	if err := <-errB; err != nil {
+		t.Fatalf("b: %v", err)
+	}
+	if lost.Hits() != 2 {
+		t.Fatalf("lost-acknowledgement fault hit %d times, want 2", lost.Hits())
+	}
+	got := partitionValues(t, c, 0)
+	if !slices.Equal(got, []string{"warm", "a", "b"}) {
+		t.Errorf("partition holds %v, want [warm a b]", got)
+	}
+}
+
+// OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the sequence the
+// broker expects next does not bump the epoch: renumbered, the batch
+// would be written after records sent after it. A broker with no state
+// for the producer on a partition takes any first sequence, so when a is
+// refused and b, already in flight, is written, a can never be written in
+// order: it fails (delivery.timeout.ms), as in Java.
+func TestIdempotentOutOfOrderRetryNeverReorders(t *testing.T) {
+	c := newFake(t, 2)
+	// Another producer writes first, so that the partition takes a first
+	// sequence other than 0 (KAFKA-15591 refuses it on an empty log).
+	other, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = other.ProduceSync(context.Background(), &kgo.Record{Topic: "t", Partition: 0, Value: []byte("other")}).FirstErr()
+	other.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(c)
+	cfg.Linger = 0
+	cfg.RetryBackoff, cfg.RetryBackoffMax = 50*time.Millisecond, 50*time.Millisecond
+	cfg.RequestTimeout = 1500 * time.Millisecond
+	cfg.DeliveryTimeout = 3 * time.Second
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(1)); err != nil {
+		t.Fatal(err) // the producer id, not yet used on partition 0
+	}
+	var held atomic.Bool
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !held.Swap(true) {
+			c.SleepControl(func() { time.Sleep(500 * time.Millisecond) }) // b goes out meanwhile
+		}
+		return nil, nil, false
+	})
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Partitions: []int32{0}, Err: fkerr.NotEnoughReplicas})
+	errA, errB := make(chan error, 1), make(chan error, 1)
+	p.Send(ctx, (&Record{Topic: "t", Value: []byte("a")}).ToPartition(0), func(_ *Record, err error) { errA <- err })
+	time.Sleep(200 * time.Millisecond)
+	p.Send(ctx, (&Record{Topic: "t", Value: []byte("b")}).ToPartition(0), func(_ *Record, err error) { errB <- err })
+	if err := <-errB; err != nil {
+		t.Fatalf("b: %v", err)
+	}
+	if err := <-errA; !errors.Is(err, ErrDeliveryTimeout) {
+		t.Fatalf("a: %v, want ErrDeliveryTimeout (it cannot be written before b any more)", err)
+	}
+	if got := partitionValues(t, c, 0); !slices.Equal(got, []string{"other", "b"}) {
+		t.Errorf("partition holds %v, want [other b]", got)
+	}
+}
