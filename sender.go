@@ -97,11 +97,12 @@ func (s *sender) run() {
 		s.handleResults()
 		now := time.Now()
 		closing, forced := isClosed(s.closing), isClosed(s.force)
-		closingCh := s.closing
+		closingCh, forceCh := s.closing, s.force
 		if closing {
 			closingCh = nil // seen; do not spin on it
 		}
 		if forced {
+			forceCh = nil // likewise: the results of what is in flight wake the loop
 			s.abortQueued(func(b *batch) error {
 				return fmt.Errorf("%w: %s[%d] was still buffered when the producer was closed", kerr.ErrAborted, b.q.topic.name, b.q.partition)
 			})
@@ -155,7 +156,7 @@ func (s *sender) run() {
 		case <-s.wakeCh:
 		case <-timer.C:
 		case <-closingCh:
-		case <-s.force:
+		case <-forceCh:
 		}
 	}
 }

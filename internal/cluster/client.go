@@ -516,6 +516,7 @@ func (c *Client) install(mr *kmsg.MetadataResponse) {
 
 	var toClose []*broker.Broker
 	c.mu.Lock()
+	keepNewerLeaders(c.snap.Load(), s)
 	for id, bi := range s.Brokers {
 		old := c.brokers[id]
 		if old != nil && old.Addr() == bi.Addr() {
@@ -542,6 +543,35 @@ func (c *Client) install(mr *kmsg.MetadataResponse) {
 	}
 	if c.cfg.OnUpdate != nil {
 		c.cfg.OnUpdate(s)
+	}
+}
+
+// keepNewerLeaders keeps prev's entry for every partition that prev knows
+// at a newer leader epoch than s does, as the Java client does (KIP-320):
+// a Metadata answer from a broker that has not heard of a leader change
+// yet must not undo the leader a produce response named (UpdateLeaders,
+// KIP-951). Only for the same topic (same id), and only while s still
+// lists the newer leader among the brokers.
+func keepNewerLeaders(prev, s *Snapshot) {
+	for name, t := range s.Topics {
+		pt := prev.Topics[name]
+		if t.Err != nil || pt == nil || pt.Err != nil || pt.ID != t.ID {
+			continue
+		}
+		kept := false
+		for i := range min(len(t.Partitions), len(pt.Partitions)) {
+			np, op := &t.Partitions[i], &pt.Partitions[i]
+			if np.LeaderEpoch < 0 || op.LeaderEpoch <= np.LeaderEpoch || op.Leader < 0 {
+				continue
+			}
+			if _, ok := s.Brokers[op.Leader]; ok {
+				*np = *op
+				kept = true
+			}
+		}
+		if kept {
+			t.LedFromRack = ledFromRack(t.Partitions, s.Brokers)
+		}
 	}
 }
 

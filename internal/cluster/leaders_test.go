@@ -66,3 +66,47 @@ func TestUpdateLeaders(t *testing.T) {
 		t.Fatalf("OnUpdate called %d times for one update", updates.Load()-n)
 	}
 }
+
+// A Metadata answer that knows an older leader epoch than the snapshot
+// (a broker not yet told of the move a produce response's hint
+// installed) keeps the newer leader, as Java's metadata does (KIP-320);
+// a newer epoch, another topic id, a leader gone from the brokers or a
+// response without epochs replaces it as usual.
+func TestMetadataKeepsNewerLeaders(t *testing.T) {
+	brokers := map[int32]BrokerInfo{0: {ID: 0, Rack: "r0"}, 1: {ID: 1, Rack: "r1"}, 2: {ID: 2}}
+	topic := func(id byte, parts ...Partition) *Topic {
+		for i := range parts {
+			parts[i].ID = int32(i)
+		}
+		return &Topic{Name: "t", ID: [16]byte{id}, Partitions: parts}
+	}
+	cases := []struct {
+		name      string
+		prev, got Partition
+		id        byte // the new answer's topic id; the old one's is 1
+		brokers   map[int32]BrokerInfo
+		want      Partition
+	}{
+		{"older epoch", Partition{Leader: 1, LeaderEpoch: 5}, Partition{Leader: 0, LeaderEpoch: 4}, 1, brokers, Partition{Leader: 1, LeaderEpoch: 5}},
+		{"newer epoch", Partition{Leader: 1, LeaderEpoch: 5}, Partition{Leader: 0, LeaderEpoch: 6}, 1, brokers, Partition{Leader: 0, LeaderEpoch: 6}},
+		{"same epoch", Partition{Leader: 1, LeaderEpoch: 5}, Partition{Leader: 0, LeaderEpoch: 5}, 1, brokers, Partition{Leader: 0, LeaderEpoch: 5}},
+		{"recreated topic", Partition{Leader: 1, LeaderEpoch: 5}, Partition{Leader: 0, LeaderEpoch: 0}, 2, brokers, Partition{Leader: 0, LeaderEpoch: 0}},
+		{"leader gone", Partition{Leader: 1, LeaderEpoch: 5}, Partition{Leader: 0, LeaderEpoch: 4}, 1, map[int32]BrokerInfo{0: {}}, Partition{Leader: 0, LeaderEpoch: 4}},
+		{"no epochs", Partition{Leader: 1, LeaderEpoch: 5}, Partition{Leader: 0, LeaderEpoch: -1}, 1, brokers, Partition{Leader: 0, LeaderEpoch: -1}},
+	}
+	for _, c := range cases {
+		prev := &Snapshot{Brokers: brokers, Topics: map[string]*Topic{"t": topic(1, c.prev)}}
+		s := &Snapshot{Brokers: c.brokers, Topics: map[string]*Topic{"t": topic(c.id, c.got)}}
+		s.Topics["t"].LedFromRack = ledFromRack(s.Topics["t"].Partitions, s.Brokers)
+		keepNewerLeaders(prev, s)
+		p := s.Topics["t"].Partitions[0]
+		if p.Leader != c.want.Leader || p.LeaderEpoch != c.want.LeaderEpoch {
+			t.Errorf("%s: leader %d epoch %d, want %d epoch %d", c.name, p.Leader, p.LeaderEpoch, c.want.Leader, c.want.LeaderEpoch)
+		}
+		if rack := c.brokers[p.Leader].Rack; rack != "" {
+			if got := s.Topics["t"].LedFromRack[rack]; len(got) != 1 {
+				t.Errorf("%s: LedFromRack[%s] = %v, want [0]", c.name, rack, got)
+			}
+		}
+	}
+}
