@@ -22,7 +22,8 @@ type LeaderHint struct {
 // applied when its epoch is newer than the snapshot's for that partition
 // and its leader is a broker that the snapshot or nodes (the response's
 // NodeEndpoints) knows; a broker known only from nodes joins the
-// snapshot. The next Metadata response replaces it all as usual. It
+// snapshot. A later Metadata response replaces it unless it knows the
+// partition at an older leader epoch (keepNewerLeaders). It
 // returns the hints applied.
 func (c *Client) UpdateLeaders(hints []LeaderHint, nodes []BrokerInfo) []LeaderHint {
 	var applied []LeaderHint
