@@ -279,12 +279,18 @@ func (s *sender) idempotentRetry(b *batch, rp *kmsg.ProduceResponseTopicPartitio
 		return s.txnRetry(b, rp, be)
 	}
 	q := b.q
+	// A bump renumbers every unacknowledged batch of the partition, so it
+	// is asked for only by the first of them: a batch before it, being
+	// retried, may have been written, and must settle first (under a new
+	// number the broker would take it as new). Java's canRetry does not
+	// check this.
+	first := len(q.pending) > 0 && q.pending[0] == b
 	switch be.Code {
 	case kerr.UnknownProducerID.Code:
 		// The broker lost our state (e.g. the log head was deleted by
 		// retention). Without the log start offset, wait for it; a batch
 		// already renumbered after such a loss is just retried.
-		if rp.LogStartOffset >= 0 && !b.renumbered {
+		if rp.LogStartOffset >= 0 && !b.renumbered && first {
 			s.requestBump(q)
 		}
 		return true
@@ -295,15 +301,19 @@ func (s *sender) idempotentRetry(b *batch, rp *kmsg.ProduceResponseTopicPartitio
 			// one will be refused until it fails (never reordered).
 			return true
 		}
-		if q.suspectEnd < 0 || b.seq == q.suspectEnd+1 {
+		if first && (q.suspectEnd < 0 || b.seq == q.suspectEnd+1) {
 			s.requestBump(q) // a real gap
 		}
 		return true
 	case kerr.InvalidProducerEpoch.Code:
 		// As in Java: the batch fails (an earlier attempt may have been
 		// written, so renumbering it could write it twice) and the
-		// partition goes on in a new epoch.
-		s.requestBump(q)
+		// partition goes on in a new epoch; if batches before it are
+		// unsettled, the gap it leaves is decided once they are
+		// (resolveSuspect).
+		if first {
+			s.requestBump(q)
+		}
 		return false
 	}
 	return be.Retriable

@@ -116,6 +116,35 @@ func TestIdempotentBumpLeavesOtherPartitionsRetries(t *testing.T) {
 	}
 }
 
+// holdFirstProduce holds the first produce request after arm() until
+// release is closed (SleepControl lets kfake serve other connections
+// meanwhile); held is signalled once it holds it. The producer's later
+// requests to the same broker queue behind it on the same connection.
+func holdFirstProduce(c *kfake.Cluster) (arm func(), held <-chan struct{}, release chan struct{}) {
+	var armed atomic.Bool
+	heldCh, rel := make(chan struct{}), make(chan struct{})
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if armed.Swap(false) {
+			close(heldCh)
+			c.SleepControl(func() { <-rel })
+		}
+		return nil, nil, false
+	})
+	return func() { armed.Store(true) }, heldCh, rel
+}
+
+// waitInFlight waits until the producer has n produce requests in flight.
+func waitInFlight(t *testing.T, p *Producer, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); p.Metrics().RequestsInFlight < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d produce requests in flight, want %d", p.Metrics().RequestsInFlight, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // A batch that expires in its deque while a later batch of the partition
 // waits to be retried is not a gap yet: the retry's answer may show the
 // broker wrote both. Here a and b are both written with their
@@ -123,33 +152,30 @@ func TestIdempotentBumpLeavesOtherPartitionsRetries(t *testing.T) {
 // sequence and recognised, and no bump renumbers (and duplicates) b.
 func TestIdempotentExpiredBatchSettledByLaterRetry(t *testing.T) {
 	c := newFake(t, 1)
-	var held atomic.Bool
-	held.Store(true) // not the warm-up
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !held.Swap(true) {
-			c.SleepControl(func() { time.Sleep(1500 * time.Millisecond) }) // b goes out meanwhile
-		}
-		return nil, nil, false
-	})
+	arm, held, release := holdFirstProduce(c)
 	cfg := testConfig(c)
 	cfg.Linger = 0
-	// a: sent at 0, answered at 1.5 s, retry due at 2.5 s, expires at 2 s.
-	// b: sent at 1 s, answered at 1.5 s, retried at 2.5 s, expires at 3 s.
-	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, time.Second
-	cfg.RequestTimeout = 1800 * time.Millisecond
-	cfg.DeliveryTimeout = 2 * time.Second
+	// a is sent at 0 and b at 2 s; both are answered (written, the
+	// acknowledgement lost) when b is in flight, at about 2 s, and are
+	// due to be retried at about 4 s. a expires at 3 s, in its deque; b
+	// would expire at 5 s, after its retry: a second each way.
+	cfg.RetryBackoff, cfg.RetryBackoffMax = 2*time.Second, 2*time.Second
+	cfg.DeliveryTimeout = 3 * time.Second
+	cfg.RequestTimeout = 3 * time.Second
 	p := newTestProducer(t, cfg)
 	ctx := ctxT(t, 30*time.Second)
 	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
 		t.Fatal(err)
 	}
-	held.Store(false)
 	lost := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Err: fkerr.RequestTimedOut, Count: 2})
+	arm()
 	errA, errB := make(chan error, 1), make(chan error, 1)
 	p.Send(ctx, &Record{Topic: "t", Value: []byte("a")}, func(_ *Record, err error) { errA <- err })
-	time.Sleep(time.Second)
+	<-held
+	time.Sleep(2 * time.Second)
 	p.Send(ctx, &Record{Topic: "t", Value: []byte("b")}, func(_ *Record, err error) { errB <- err })
+	waitInFlight(t, p, 2)
+	close(release)
 	if err := <-errA; !errors.Is(err, ErrDeliveryTimeout) {
 		t.Fatalf("a: %v, want ErrDeliveryTimeout", err)
 	}
@@ -159,8 +185,7 @@ func TestIdempotentExpiredBatchSettledByLaterRetry(t *testing.T) {
 	if lost.Hits() != 2 {
 		t.Fatalf("lost-acknowledgement fault hit %d times, want 2", lost.Hits())
 	}
-	got := partitionValues(t, c, 0)
-	if !slices.Equal(got, []string{"warm", "a", "b"}) {
+	if got := partitionValues(t, c, 0); !slices.Equal(got, []string{"warm", "a", "b"}) {
 		t.Errorf("partition holds %v, want [warm a b]", got)
 	}
 }
@@ -184,36 +209,83 @@ func TestIdempotentOutOfOrderRetryNeverReorders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	arm, held, release := holdFirstProduce(c)
 	cfg := testConfig(c)
 	cfg.Linger = 0
-	cfg.RetryBackoff, cfg.RetryBackoffMax = 50*time.Millisecond, 50*time.Millisecond
-	cfg.RequestTimeout = 1500 * time.Millisecond
+	cfg.RetryBackoff, cfg.RetryBackoffMax = 500*time.Millisecond, 500*time.Millisecond
+	cfg.RequestTimeout = 3 * time.Second
 	cfg.DeliveryTimeout = 3 * time.Second
 	p := newTestProducer(t, cfg)
 	ctx := ctxT(t, 30*time.Second)
 	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(1)); err != nil {
 		t.Fatal(err) // the producer id, not yet used on partition 0
 	}
-	var held atomic.Bool
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !held.Swap(true) {
-			c.SleepControl(func() { time.Sleep(500 * time.Millisecond) }) // b goes out meanwhile
-		}
-		return nil, nil, false
-	})
-	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Partitions: []int32{0}, Err: fkerr.NotEnoughReplicas})
+	refused := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Partitions: []int32{0}, Err: fkerr.NotEnoughReplicas})
+	arm()
 	errA, errB := make(chan error, 1), make(chan error, 1)
 	p.Send(ctx, (&Record{Topic: "t", Value: []byte("a")}).ToPartition(0), func(_ *Record, err error) { errA <- err })
-	time.Sleep(200 * time.Millisecond)
+	<-held
 	p.Send(ctx, (&Record{Topic: "t", Value: []byte("b")}).ToPartition(0), func(_ *Record, err error) { errB <- err })
+	waitInFlight(t, p, 2)
+	close(release)
 	if err := <-errB; err != nil {
 		t.Fatalf("b: %v", err)
 	}
 	if err := <-errA; !errors.Is(err, ErrDeliveryTimeout) {
 		t.Fatalf("a: %v, want ErrDeliveryTimeout (it cannot be written before b any more)", err)
 	}
+	if refused.Hits() != 1 {
+		t.Fatalf("the refusal was hit %d times", refused.Hits())
+	}
 	if got := partitionValues(t, c, 0); !slices.Equal(got, []string{"other", "b"}) {
 		t.Errorf("partition holds %v, want [other b]", got)
+	}
+}
+
+// A gap found while an earlier batch is being retried waits for that
+// batch: z is written with its acknowledgement lost, a is refused for good
+// (nothing written), and b comes back OUT_OF_ORDER_SEQUENCE_NUMBER for the
+// sequence after a. Bumping then would renumber z, which the broker would
+// write again; z is retried first and recognised, and only then does b
+// bump the epoch.
+func TestIdempotentGapWaitsForEarlierRetry(t *testing.T) {
+	c := newFake(t, 1)
+	arm, held, release := holdFirstProduce(c)
+	cfg := testConfig(c)
+	cfg.Linger = 0
+	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, time.Second
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	lost := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Err: fkerr.RequestTimedOut})
+	bad := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Err: fkerr.InvalidTimestamp})
+	arm()
+	errs := map[string]chan error{"z": make(chan error, 1), "a": make(chan error, 1), "b": make(chan error, 1)}
+	send := func(v string) {
+		p.Send(ctx, &Record{Topic: "t", Value: []byte(v)}, func(_ *Record, err error) { errs[v] <- err })
+	}
+	send("z")
+	<-held
+	send("a")
+	waitInFlight(t, p, 2)
+	send("b")
+	waitInFlight(t, p, 3)
+	close(release)
+	if err := <-errs["z"]; err != nil {
+		t.Fatalf("z: %v", err)
+	}
+	if err := <-errs["a"]; !errors.Is(err, kerr.InvalidTimestamp) {
+		t.Fatalf("a: %v, want INVALID_TIMESTAMP", err)
+	}
+	if err := <-errs["b"]; err != nil {
+		t.Fatalf("b: %v", err)
+	}
+	if lost.Hits() != 1 || bad.Hits() != 1 {
+		t.Fatalf("fault hits: lost %d, bad %d", lost.Hits(), bad.Hits())
+	}
+	if got := partitionValues(t, c, 0); !slices.Equal(got, []string{"warm", "z", "b"}) {
+		t.Errorf("partition holds %v, want [warm z b]", got)
 	}
 }
