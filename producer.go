@@ -161,6 +161,9 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error))
 		r, cb = p.intercept(r, cb)
 	}
 	if err := p.send(ctx, r, cb); err != nil {
+		if p.txn != nil {
+			p.txn.sendFailed(r, err)
+		}
 		cb(r, err)
 	}
 }

@@ -216,7 +216,7 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 			q.mu.Unlock() // muted until its batch in flight completes
 			continue
 		}
-		if s.txn.on && !s.txnMayDrain(q) {
+		if s.txn.on && !s.txnMayDrain(q, b) {
 			q.mu.Unlock() // v1: not in the transaction yet
 			continue
 		}

@@ -2,6 +2,7 @@ package kprod
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -324,6 +325,24 @@ func (t *txnManager) checkSend(topic string) error {
 		kerr.ErrTransactionState, topic, t.state)
 }
 
+// sendFailed makes the transaction abortable when a record sent in it
+// failed before it was buffered (too large, no metadata or no memory
+// within max.block.ms, its ctx ended, ...), as the Java client's send
+// does: committing without it would break the transaction's all or
+// nothing. A Send refused because no transaction is open, or because this
+// one already failed, or the producer is closed, changes nothing.
+func (t *txnManager) sendFailed(r *Record, err error) {
+	if errors.Is(err, kerr.ErrTransactionState) || errors.Is(err, kerr.ErrClosed) ||
+		errorsIsAbortable(err) || errorsIsFatal(err) {
+		return
+	}
+	topic := "(no topic)"
+	if r != nil {
+		topic = fmt.Sprintf("%q", r.Topic)
+	}
+	t.fail(abortableErr("Send", fmt.Errorf("a record for %s failed before it was buffered: %w", topic, err)))
+}
+
 // beginSend is called by Send right before it appends: on success it
 // holds appendMu for reading, which Send releases after the append, so
 // that a commit or abort waits for the append.
@@ -364,6 +383,7 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[str
 		t.mu.Unlock()
 		return err
 	}
+	gen := t.gen.Load()
 	t.mu.Unlock()
 	n := 0
 	for _, ps := range offsets {
@@ -376,6 +396,18 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[str
 		return fmt.Errorf("SendOffsetsToTransaction: %w", err)
 	}
 	defer t.release()
+	// A commit or abort may have ended the transaction while we waited
+	// for the previous request: the offsets must not go into the next.
+	t.mu.Lock()
+	if t.state != txnInTransaction || t.gen.Load() != gen {
+		err := t.stateErrLocked("SendOffsetsToTransaction")
+		if t.gen.Load() != gen {
+			err = fmt.Errorf("%w: SendOffsetsToTransaction: the transaction it was called in ended meanwhile; the offsets were not sent", kerr.ErrTransactionState)
+		}
+		t.mu.Unlock()
+		return err
+	}
+	t.mu.Unlock()
 	if err := t.sendOffsets(ctx, offsets, group); err != nil {
 		err = t.recoverFenced(ctx, "SendOffsetsToTransaction", err)
 		if !errorsIsFatal(err) && !errorsIsAbortable(err) {
@@ -502,20 +534,33 @@ func (t *txnManager) abort(ctx context.Context) error {
 		return err
 	}
 	started, bump, v2, done := t.started, t.bump, t.v2, t.aborted
-	skipEnd := bump && errorsIsCode(t.err, kerr.InvalidProducerIDMapping.Code)
+	// The coordinator does not know our producer id any more: EndTxn
+	// cannot succeed, and only InitProducerId (which then hands out a new
+	// id) lets the next transaction begin, as in Java.
+	lostID := bump && errorsIsCode(t.err, kerr.InvalidProducerIDMapping.Code)
 	t.mu.Unlock()
 	// v2 can end an empty transaction, and EndTxn bumps the epoch there:
 	// the bump a failed batch needs.
-	if !done && (started || (v2 && bump)) && !skipEnd {
+	if !done && (started || (v2 && bump)) && !lostID {
 		if err := t.endTxn(ctx, false); err != nil {
-			if err = t.recoverFenced(ctx, "EndTxn(abort)", err); !errorsIsAbortable(err) {
+			err = t.recoverFenced(ctx, "EndTxn(abort)", err)
+			t.mu.Lock()
+			done = t.aborted // recovered: the coordinator had aborted it already
+			t.mu.Unlock()
+			switch {
+			case done:
+			case errorsIsCode(err, kerr.UnknownProducerID.Code), errorsIsCode(err, kerr.InvalidProducerIDMapping.Code):
+				lostID = true
+			default:
 				t.fail(err)
+				if errorsIsAbortable(err) {
+					return fmt.Errorf("AbortTransaction: %w; call AbortTransaction again", err)
+				}
 				return fmt.Errorf("AbortTransaction: %w", err)
 			}
-			done = true // the coordinator had aborted it already
 		}
 	}
-	if bump && !v2 && !done {
+	if !done && (lostID || (bump && !v2)) {
 		t.mu.Lock()
 		pid, epoch := t.pid, t.epoch
 		t.mu.Unlock()

@@ -125,12 +125,17 @@ func (t *txnManager) recoverFenced(ctx context.Context, op string, err error) er
 	if timeout := t.p.cfg.TransactionTimeout; !begun.IsZero() && time.Since(begun) >= timeout {
 		why = fmt.Sprintf("%s: it was open for %v, longer than transaction.timeout.ms (%v)", why, time.Since(begun).Round(time.Millisecond), timeout)
 	}
+	aerr := fmt.Errorf("%w: %s: %s; none of its records or offsets are visible to read_committed consumers; call AbortTransaction, then go on", kerr.ErrTransactionAbortable, op, why)
 	t.mu.Lock()
 	t.pid, t.epoch, t.aborted = npid, nepoch, true
 	t.idGen++
+	// Abortable in the same step: the sender adopts the new epoch as
+	// soon as it sees idGen change, and must not send this transaction's
+	// batches under it, which would open a transaction of their own.
+	t.failLocked(aerr)
 	t.mu.Unlock()
 	t.p.log.Info("transaction aborted by its coordinator; producer epoch recovered", "transactional_id", t.id, "producer_id", npid, "epoch", nepoch, "old_epoch", epoch)
-	return fmt.Errorf("%w: %s: %s; none of its records or offsets are visible to read_committed consumers; call AbortTransaction, then go on", kerr.ErrTransactionAbortable, op, why)
+	return aerr
 }
 
 // classify is the common handling of a transaction coordinator's error

@@ -79,13 +79,22 @@ func (s *sender) txnPrepare() bool {
 	return s.idem.have
 }
 
-// txnMayDrain: whether a partition's first batch may be drained in this
+// txnMayDrain: whether a partition's first batch b may be drained in this
 // round; v1 partitions not in the transaction yet are collected to be
 // added. Called with q.mu held, after the batch was seen in the deque.
-func (s *sender) txnMayDrain(q *partq) bool {
+// While the transaction is being aborted only batches sent before may go
+// again (their outcome decides the sequence), never one that was not sent
+// yet (Java's abortUndrainedBatches), and none at all once the
+// coordinator has aborted the transaction: under the epoch it handed out
+// then, a batch would start a transaction of its own.
+func (s *sender) txnMayDrain(q *partq, b *batch) bool {
 	r := &s.txn.round
 	switch r.state {
-	case txnInTransaction, txnCommitting, txnAbortable, txnAborting:
+	case txnInTransaction, txnCommitting:
+	case txnAbortable, txnAborting:
+		if r.dropAll || b.wire == nil {
+			return false
+		}
 	default:
 		return false
 	}
@@ -259,9 +268,14 @@ func (s *sender) txnBatchFailed(b *batch, err error) {
 	}
 	t := s.p.txn
 	var terr error
-	if errorsIsFatal(err) {
+	switch {
+	case errorsIsFatal(err):
 		terr = err
-	} else {
+	case isAuthorization(err):
+		// As in Java: a principal not allowed to write transactionally
+		// cannot go on with any transaction.
+		terr = fmt.Errorf("%w: transactional.id %q: %d records for %s[%d] failed: %w", kerr.ErrFatal, t.id, len(b.recs), b.q.topic.name, b.q.partition, err)
+	default:
 		// INVALID_PRODUCER_EPOCH or PRODUCER_FENCED from a partition
 		// leader is abortable too (KIP-588): the leader cannot tell a
 		// newer producer from the coordinator's abort of a transaction

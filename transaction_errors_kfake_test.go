@@ -1,0 +1,197 @@
+package kprod
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kprod/kprod/kerr"
+)
+
+// Errors that must end a transaction, and the way out of them, as the
+// Java client has them: a record that failed before it was buffered, a
+// coordinator that lost the producer id, a partition leader that refuses
+// the principal, and offsets sent while the transaction ends.
+
+// beginTxn makes a transactional producer for c, initialised, with a
+// transaction open.
+func beginTxn(t *testing.T, c *kfake.Cluster, cfg Config, id string, v1 bool) *Producer {
+	t.Helper()
+	p := newTxnProducer(t, cfg, id, v1)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// commitNext aborts the transaction left abortable, then checks that the
+// next transaction commits and is visible.
+func commitNext(t *testing.T, c *kfake.Cluster, p *Producer, prefix string) {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatalf("AbortTransaction: %v", err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	wait := sendTxn(t, p, "t", 3, 5, prefix)
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatalf("the next transaction: %v", err)
+	}
+	if errs := wait(); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+	checkTxnVisibility(t, c.ListenAddrs(), "t", []string{prefix}, 15)
+}
+
+// A record that fails in Send, before it is buffered (here: too large),
+// makes the transaction abortable, as Java's send does: committing the
+// others without it would break all or nothing.
+func TestTxnSendFailureAbortable(t *testing.T) {
+	for _, proto := range txnProtocols {
+		t.Run(proto.name, func(t *testing.T) {
+			c := newFake(t, 3)
+			cfg := testConfig(c)
+			p := beginTxn(t, c, cfg, "send-fails", proto.v1)
+			wait := sendTxn(t, p, "t", 3, 2, "lost")
+			big := make([]byte, cfg.MaxRequestSize+1)
+			if err := p.SendSync(context.Background(), &Record{Topic: "t", Value: big}); !errors.Is(err, ErrRecordTooLarge) {
+				t.Fatalf("Send of a record over max.request.size: %v", err)
+			}
+			err := p.CommitTransaction(ctxT(t, 30*time.Second))
+			if !errors.Is(err, ErrTransactionAbortable) || !errors.Is(err, ErrRecordTooLarge) {
+				t.Fatalf("CommitTransaction after a failed Send: %v, want ErrTransactionAbortable naming ErrRecordTooLarge", err)
+			}
+			wait()
+			commitNext(t, c, p, "next")
+		})
+	}
+}
+
+// A coordinator that no longer knows the producer id (it expired:
+// INVALID_PRODUCER_ID_MAPPING) makes the transaction abortable; the abort
+// skips EndTxn, which cannot succeed, and gets an id again with
+// InitProducerId, after which transactions go on (Java's
+// beginCompletingTransaction).
+func TestTxnLostProducerIDMapping(t *testing.T) {
+	for _, proto := range txnProtocols {
+		t.Run(proto.name, func(t *testing.T) {
+			c := newFake(t, 3)
+			var inits atomic.Int32
+			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Observe: true, Count: -1,
+				When: func(kmsg.Request) bool { inits.Add(1); return true }})
+			var failed atomic.Bool
+			c.ControlKey(int16(kmsg.EndTxn), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if failed.Swap(true) {
+					return nil, nil, false
+				}
+				resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+				resp.SetVersion(r.GetVersion())
+				resp.ErrorCode = fkerr.InvalidProducerIDMapping.Code
+				return resp, nil, true
+			})
+			p := beginTxn(t, c, testConfig(c), "lost-id", proto.v1)
+			wait := sendTxn(t, p, "t", 3, 2, "lost")
+			err := p.CommitTransaction(ctxT(t, 30*time.Second))
+			if !errors.Is(err, ErrTransactionAbortable) || !errors.Is(err, kerr.InvalidProducerIDMapping) {
+				t.Fatalf("CommitTransaction: %v, want ErrTransactionAbortable with INVALID_PRODUCER_ID_MAPPING", err)
+			}
+			wait()
+			before := inits.Load()
+			commitNext(t, c, p, "next")
+			if inits.Load() != before+1 {
+				t.Errorf("the abort sent InitProducerId %d times, want once", inits.Load()-before)
+			}
+		})
+	}
+}
+
+// A partition leader that refuses the principal
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) is fatal, as in Java: no later
+// transaction could write either.
+func TestTxnAuthorizationFromLeaderFatal(t *testing.T) {
+	c := newFake(t, 3)
+	p := beginTxn(t, c, testConfig(c), "not-allowed", false)
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Err: fkerr.TransactionalIDAuthorizationFailed})
+	wait := sendTxn(t, p, "t", 1, 1, "x")
+	if errs := wait(); len(errs) != 1 {
+		t.Fatalf("record errors: %v", errs)
+	}
+	err := p.CommitTransaction(ctxT(t, 30*time.Second))
+	if !errors.Is(err, ErrFatal) || !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("CommitTransaction: %v, want ErrFatal with TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
+	}
+	if err := p.BeginTransaction(); !errors.Is(err, ErrFatal) {
+		t.Fatalf("BeginTransaction after a fatal error: %v", err)
+	}
+}
+
+// SendOffsetsToTransaction checks the transaction again once it has the
+// coordinator to itself: a transaction that ended (and a next one that
+// began) while it waited does not get its offsets.
+func TestTxnSendOffsetsAfterTransactionEnded(t *testing.T) {
+	c := newFake(t, 3)
+	p := beginTxn(t, c, testConfig(c), "offsets-late", false)
+	tm := p.txn
+	ctx := ctxT(t, 30*time.Second)
+	if err := tm.acquire(ctx); err != nil { // another request under way
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- p.SendOffsetsToTransaction(ctx, map[string]map[int32]Offset{"t": {0: {Offset: 1}}}, GroupMetadata{GroupID: "g"})
+	}()
+	time.Sleep(100 * time.Millisecond) // it checked the state and waits for the coordinator
+	tm.mu.Lock()
+	tm.gen.Add(1) // what a commit and the next BeginTransaction leave
+	tm.mu.Unlock()
+	tm.release()
+	if err := <-done; !errors.Is(err, ErrTransactionState) {
+		t.Fatalf("SendOffsetsToTransaction: %v, want ErrTransactionState", err)
+	}
+}
+
+// While a transaction is being aborted, the sender sends again only
+// batches it sent before (their outcome settles the sequence), never one
+// that was not sent yet, and nothing once the coordinator has aborted the
+// transaction: under the epoch it handed out then, a batch would open a
+// transaction of its own, whose records a later commit would make
+// visible.
+func TestTxnAbortDrainsOnlySentBatches(t *testing.T) {
+	c := newFake(t, 3)
+	p := beginTxn(t, c, testConfig(c), "abort-drain", false)
+	s := &sender{p: p} // not the producer's: its round is the sender goroutine's
+	q := &partq{}
+	unsent, sent := &batch{q: q}, &batch{q: q, wire: []byte{0}}
+	gen := p.txn.gen.Load()
+	for _, c := range []struct {
+		state   txnState
+		dropAll bool
+		b       *batch
+		want    bool
+	}{
+		{txnInTransaction, false, unsent, true},
+		{txnAbortable, false, unsent, false},
+		{txnAbortable, false, sent, true},
+		{txnAborting, false, sent, true},
+		{txnAbortable, true, sent, false},
+		{txnAborting, true, sent, false},
+	} {
+		s.txn.round = txnRound{state: c.state, gen: gen, v2: true, dropAll: c.dropAll}
+		if got := s.txnMayDrain(q, c.b); got != c.want {
+			t.Errorf("%v, dropAll %v, sent %v: may drain %v, want %v", c.state, c.dropAll, c.b.wire != nil, got, c.want)
+		}
+	}
+}
