@@ -35,6 +35,11 @@ var (
 	// ErrAborted: the record was still buffered or in flight when Close's
 	// context ended; it may or may not have been written.
 	ErrAborted = kerr.ErrAborted
+	// ErrInCallback: Flush, SendSync, CommitTransaction or
+	// AbortTransaction was called from a callback, which runs on the
+	// goroutine that delivers records; call it from another goroutine.
+	// (Close from a callback closes without waiting, as Java's close(0).)
+	ErrInCallback = kerr.ErrInCallback
 	// ErrRequestTimeout: a request got no response within
 	// request.timeout.ms (retried while delivery.timeout.ms allows).
 	ErrRequestTimeout = kerr.ErrRequestTimeout

@@ -52,8 +52,9 @@ type Producer struct {
 	closing     context.Context
 	stopWaiting context.CancelFunc
 
-	closeOnce sync.Once
-	closeErr  error
+	closeStarted atomic.Bool
+	closeDone    chan struct{} // closed when Close has finished
+	closeErr     error         // written by the first Close before closeDone is closed
 
 	clock clock // the send path's clock (clock.go)
 }
@@ -92,7 +93,7 @@ func NewProducer(cfg Config) (*Producer, error) {
 			return nil, err
 		}
 	}
-	p := &Producer{cfg: cfg, log: log, guaranteeOrder: !cfg.Idempotent() && cfg.MaxInFlight == 1}
+	p := &Producer{cfg: cfg, log: log, guaranteeOrder: !cfg.Idempotent() && cfg.MaxInFlight == 1, closeDone: make(chan struct{})}
 	p.closing, p.stopWaiting = context.WithCancel(context.Background())
 	p.metrics.window.start = time.Now()
 	if cfg.TransactionalID != "" {
@@ -150,7 +151,9 @@ func NewProducer(cfg Config) (*Producer, error) {
 // goroutine before Send returns. Otherwise it runs on the producer's
 // sender goroutine: callbacks of one partition run in offset order, one at
 // a time, and must not block — a slow callback delays every other
-// record's delivery. cb may be nil.
+// record's delivery. Calls that wait for deliveries (Flush, SendSync,
+// CommitTransaction, AbortTransaction) return ErrInCallback there; Close
+// closes without waiting. cb may be nil.
 func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error)) {
 	if cb == nil {
 		cb = func(*Record, error) {}
@@ -171,6 +174,9 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error))
 // SendSync sends a record and waits for its outcome. On success r holds
 // its partition, offset and timestamp.
 func (p *Producer) SendSync(ctx context.Context, r *Record) error {
+	if p.snd.onGoroutine() {
+		return fmt.Errorf("%w: SendSync waits for the record's callback, which would run on this very goroutine; use Send", kerr.ErrInCallback)
+	}
 	ch := make(chan error, 1)
 	p.Send(ctx, r, func(_ *Record, err error) { ch <- err })
 	return <-ch
@@ -315,6 +321,10 @@ func (p *Producer) waitMetadata(ctx context.Context, r *Record, start time.Time)
 // Flush sends every record buffered before the call at once (ignoring
 // linger.ms) and returns when each has its outcome, or when ctx ends.
 func (p *Producer) Flush(ctx context.Context) error {
+	if p.snd.onGoroutine() {
+		// As Java's flush: the records' outcomes come on this goroutine.
+		return fmt.Errorf("%w: Flush waits for callbacks, which run on the goroutine this callback runs on; call it from another goroutine", kerr.ErrInCallback)
+	}
 	p.acc.flushes.Add(1)
 	defer p.acc.flushes.Add(-1)
 	waits := p.acc.snapshotIncomplete()
@@ -337,33 +347,83 @@ func (p *Producer) Flush(ctx context.Context) error {
 //
 // Last, it calls Close on each of Config.Interceptors that implements
 // io.Closer, in order (see Interceptor); their errors are logged, not
-// returned. Calling Close again does nothing more and returns the same
-// error.
+// returned. Calling Close again waits for the first call to finish and
+// returns the same error.
+//
+// Called from a callback, Close cannot wait for the goroutine it runs on:
+// as the Java client's close from a callback (close(0)), it closes at
+// once, what is not delivered yet fails with ErrAborted, and the rest of
+// the closing happens when the callback returns. It returns an error
+// wrapping ErrAborted, and logs a warning.
 func (p *Producer) Close(ctx context.Context) error {
-	p.closeOnce.Do(func() {
-		p.closed.Store(true)
-		p.stopWaiting() // ends metadata waits of Sends under way
-		p.pool.close()  // wakes Sends blocked on memory
-		p.sendMu.Lock()
-		p.sendMu.Unlock() //nolint:staticcheck // empty critical section: waits out Sends under way
-		if p.txn != nil {
-			p.txn.closeAbort(ctx) // as Java's close: abort a transaction left open
+	inCallback := p.snd.onGoroutine()
+	first := p.closeStarted.CompareAndSwap(false, true)
+	if inCallback {
+		if first {
+			return p.closeFromCallback()
 		}
-		close(p.snd.closing)
-		p.snd.wake()
-		select {
-		case <-p.snd.done:
-		case <-ctx.Done():
-			p.closeErr = fmt.Errorf("close: %w; records not yet delivered failed with ErrAborted", ctx.Err())
-			close(p.snd.force)
-			<-p.snd.done
-		}
-		p.cl.Close()
-		// The sender has ended, so every OnAcknowledgement of a buffered
-		// record has run: the interceptors can let go of their state.
-		p.closeInterceptors()
-	})
+		return nil // the Close under way finishes once this callback returns
+	}
+	if first {
+		p.close(ctx)
+	}
+	<-p.closeDone
 	return p.closeErr
+}
+
+// stopAccepting is the start of every Close: Send fails with ErrClosed
+// from now on, and the Sends under way are waited out.
+func (p *Producer) stopAccepting() {
+	p.closed.Store(true)
+	p.stopWaiting() // ends metadata waits of Sends under way
+	p.pool.close()  // wakes Sends blocked on memory
+	p.sendMu.Lock()
+	p.sendMu.Unlock() //nolint:staticcheck // empty critical section: waits out Sends under way
+}
+
+func (p *Producer) closeFromCallback() error {
+	p.stopAccepting()
+	err := fmt.Errorf("close: called from a callback, which cannot wait for deliveries; records not yet delivered failed with %w", kerr.ErrAborted)
+	p.closeErr = err // read by other Closes after closeDone, which the sender closes after this
+	p.log.Warn("Close called from a callback: closing without waiting (as Java's close(0)); records not yet delivered fail with ErrAborted")
+	p.snd.finishClose.Store(true)
+	close(p.snd.closing)
+	p.forceClose()
+	return err
+}
+
+func (p *Producer) close(ctx context.Context) {
+	p.stopAccepting()
+	if p.txn != nil {
+		p.txn.closeAbort(ctx) // as Java's close: abort a transaction left open
+	}
+	close(p.snd.closing)
+	p.snd.wake()
+	select {
+	case <-p.snd.done:
+	case <-ctx.Done():
+		p.closeErr = fmt.Errorf("close: %w; records not yet delivered failed with ErrAborted", ctx.Err())
+		p.forceClose()
+		<-p.snd.done
+	}
+	p.finishClose()
+}
+
+// forceClose makes the sender fail what is left and stop, and ends the
+// requests it waits on (an InitProducerId) at once.
+func (p *Producer) forceClose() {
+	close(p.snd.force)
+	p.snd.forceCancel()
+	p.snd.wake()
+}
+
+// finishClose is the end of Close, once the sender has ended.
+func (p *Producer) finishClose() {
+	p.cl.Close()
+	// The sender has ended, so every OnAcknowledgement of a buffered
+	// record has run: the interceptors can let go of their state.
+	p.closeInterceptors()
+	close(p.closeDone)
 }
 
 // compressionLevel is the configured level of codec.

@@ -1,10 +1,14 @@
 package kprod
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kprod/kprod/internal/broker"
@@ -30,6 +34,13 @@ type sender struct {
 	closing chan struct{} // Close: send everything, ignore linger, then stop
 	force   chan struct{} // Close's ctx ended: fail what is left, then stop
 	done    chan struct{} // closed when run returns
+
+	// gid is the id of the goroutine run runs on, where callbacks run:
+	// calls that wait for deliveries refuse to run there (onGoroutine).
+	gid atomic.Uint64
+	// finishClose: Close was called from a callback and could not wait;
+	// run finishes it (Producer.finishClose) on its way out.
+	finishClose atomic.Bool
 
 	forceCtx    context.Context // cancelled with force, for requests the sender waits on
 	forceCancel context.CancelFunc
@@ -87,6 +98,12 @@ func isClosed(ch chan struct{}) bool {
 }
 
 func (s *sender) run() {
+	s.gid.Store(goroutineID())
+	defer func() {
+		if s.finishClose.Load() {
+			s.p.finishClose() // after done: Close from a callback did not wait
+		}
+	}()
 	defer close(s.done)
 	defer s.txn.wg.Wait() // the AddPartitionsToTxn goroutine ends with forceCtx
 	defer s.forceCancel()
@@ -739,4 +756,22 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	if !b.inFlight {
 		s.p.acc.release(b)
 	}
+}
+
+// onGoroutine reports whether the caller runs on the sender goroutine,
+// i.e. inside a callback.
+func (s *sender) onGoroutine() bool { return s.gid.Load() == goroutineID() }
+
+// goroutineID is the calling goroutine's id, from the first line of its
+// stack ("goroutine 42 [running]:"). About a microsecond: only for calls
+// that wait anyway.
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseUint(string(b), 10, 64)
+	return id
 }

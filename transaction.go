@@ -435,6 +435,9 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if p.snd.onGoroutine() {
+		return fmt.Errorf("%w: CommitTransaction waits for the transaction's records, whose callbacks run on this very goroutine; call it from another goroutine", kerr.ErrInCallback)
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
 	defer cancel()
 	t.appendMu.Lock()
@@ -486,6 +489,9 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 	t, err := p.txnOrErr("AbortTransaction")
 	if err != nil {
 		return err
+	}
+	if p.snd.onGoroutine() {
+		return fmt.Errorf("%w: AbortTransaction waits for the records in flight, whose callbacks run on this very goroutine; call it from another goroutine", kerr.ErrInCallback)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
 	defer cancel()

@@ -90,6 +90,12 @@ var (
 	// record fails with it until the producer is closed and a new one made.
 	ErrFatal = errors.New("kprod: producer is in a fatal state")
 
+	// ErrInCallback: a call that waits for records to be delivered
+	// (Flush, SendSync, CommitTransaction, AbortTransaction) was made from
+	// a callback, which runs on the goroutine that delivers them and
+	// would wait for itself forever. Make the call from another goroutine.
+	ErrInCallback = errors.New("kprod: not allowed inside a callback")
+
 	// ErrAborted: the record was still buffered when the producer was
 	// closed and the close context ended (or it was dropped by an abort).
 	ErrAborted = errors.New("kprod: record aborted before it was delivered")

@@ -1,0 +1,143 @@
+package kprod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Calls made from inside a callback, which runs on the sender goroutine:
+// those that wait for deliveries would wait for themselves. As in Java,
+// Flush (and the other waiting calls) refuse, and Close closes without
+// waiting (Java's close(0) from a callback).
+
+func TestWaitingCallsFromCallbackRefuse(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	cfg.TransactionalID = "from-callback"
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []error, 1)
+	p.Send(ctx, &Record{Topic: "t", Value: []byte("a")}, func(*Record, error) {
+		short, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		got <- []error{
+			p.Flush(short),
+			p.SendSync(short, &Record{Topic: "t", Value: []byte("b")}),
+			p.CommitTransaction(short),
+			p.AbortTransaction(short),
+		}
+	})
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range <-got {
+		if !errors.Is(err, ErrInCallback) {
+			t.Errorf("call %d from a callback: %v, want ErrInCallback", i, err)
+		}
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatalf("the transaction is still fine: %v", err)
+	}
+}
+
+// Close from a callback returns at once; a record still in flight gets
+// its callback once (ErrAborted, unless its acknowledgement came first),
+// and a Close from another goroutine waits until everything is gone
+// (goleak checks the rest).
+func TestCloseFromCallback(t *testing.T) {
+	c := newFake(t, 2)
+	var hold atomic.Bool
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, rt := range r.(*kmsg.ProduceRequest).Topics {
+			for _, rp := range rt.Partitions {
+				if rp.Partition == 1 && hold.Swap(false) {
+					c.SleepControl(func() { time.Sleep(time.Second) }) // b stays in flight
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	p, err := NewProducer(testConfig(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	for part := range int32(2) {
+		if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(part)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold.Store(true)
+	bCalls := make(chan error, 2)
+	p.Send(ctx, (&Record{Topic: "t", Value: []byte("b")}).ToPartition(1), func(_ *Record, err error) { bCalls <- err })
+	closed := make(chan error, 1)
+	p.Send(ctx, (&Record{Topic: "t", Value: []byte("c")}).ToPartition(0), func(*Record, error) {
+		start := time.Now()
+		err := p.Close(context.Background())
+		if el := time.Since(start); el > 500*time.Millisecond {
+			err = fmt.Errorf("Close from a callback waited %v", el)
+		}
+		closed <- err
+	})
+	select {
+	case err := <-closed:
+		if !errors.Is(err, ErrAborted) {
+			t.Fatalf("Close from a callback: %v, want ErrAborted", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close from a callback did not return")
+	}
+	if err := p.Close(context.Background()); !errors.Is(err, ErrAborted) {
+		t.Fatalf("Close after it: %v, want the first one's error", err)
+	}
+	if err := <-bCalls; err != nil && !errors.Is(err, ErrAborted) {
+		t.Fatalf("b in flight: %v, want success or ErrAborted", err)
+	}
+	if len(bCalls) != 0 {
+		t.Fatal("b's callback ran twice")
+	}
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("late")}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Send after Close: %v", err)
+	}
+}
+
+// Close's ctx bounds it even while the sender waits on a request of its
+// own (the producer id's InitProducerId), not only on produce requests.
+func TestCloseBoundsInitProducerIDWait(t *testing.T) {
+	c := newFake(t, 1)
+	stop := stopAtCleanup(t)
+	c.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { sleepOrStop(20*time.Second, stop) })
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.RequestTimeout = 10 * time.Second
+	p, err := NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the sender asks for its producer id at once, and waits
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close: %v", err)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("Close with a 200ms ctx took %v (waited for the InitProducerId)", el)
+	}
+}
