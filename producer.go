@@ -289,15 +289,26 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 
 // waitMetadata waits, up to max.block.ms, for the topic's metadata and,
 // for an explicit partition, for the topic to have that partition.
-func (p *Producer) waitMetadata(ctx context.Context, r *Record, start time.Time) (*cluster.Topic, error) {
-	ctx, cancel := context.WithDeadline(ctx, start.Add(p.cfg.MaxBlock))
+func (p *Producer) waitMetadata(callerCtx context.Context, r *Record, start time.Time) (*cluster.Topic, error) {
+	ctx, cancel := context.WithDeadline(callerCtx, start.Add(p.cfg.MaxBlock))
 	defer cancel()
 	defer context.AfterFunc(p.closing, cancel)()
+	// ended says why the wait ended early, if it did: the producer was
+	// closed, or the Send's own ctx ended (not max.block.ms).
+	ended := func() error {
+		if p.closing.Err() != nil {
+			return fmt.Errorf("waiting for metadata of %q: %w", r.Topic, kerr.ErrClosed)
+		}
+		if err := callerCtx.Err(); err != nil {
+			return fmt.Errorf("waiting for metadata of %q: the Send's ctx ended: %w", r.Topic, err)
+		}
+		return nil
+	}
 	for {
 		mt, err := p.cl.WaitTopic(ctx, r.Topic)
 		if err != nil {
-			if p.closing.Err() != nil {
-				return nil, fmt.Errorf("waiting for metadata of %q: %w", r.Topic, kerr.ErrClosed)
+			if eerr := ended(); eerr != nil {
+				return nil, eerr
 			}
 			return nil, err
 		}
@@ -312,6 +323,9 @@ func (p *Producer) waitMetadata(ctx context.Context, r *Record, start time.Time)
 		}
 		// The topic may have just grown: ask again until max.block.ms.
 		if err := p.cl.Refresh(ctx); err != nil && ctx.Err() != nil {
+			if eerr := ended(); eerr != nil {
+				return nil, eerr
+			}
 			return nil, fmt.Errorf("%w: %q has %d partitions, the record asks for partition %d (waited max.block.ms %v for more)",
 				kerr.ErrUnknownPartition, r.Topic, len(mt.Partitions), r.Partition, p.cfg.MaxBlock)
 		}

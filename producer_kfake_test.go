@@ -510,6 +510,40 @@ func TestCloseEndsMetadataWait(t *testing.T) {
 	}
 }
 
+// A Send whose own ctx ends while it waits for metadata says so, and its
+// error matches the ctx's (not a max.block.ms timeout it never reached);
+// one waiting for a partition the topic does not have yet fails with
+// ErrClosed when the producer is closed.
+func TestMetadataWaitEndsWithItsCtx(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	cfg.MaxBlock = time.Minute
+	cfg.AllowAutoCreateTopics = false
+	p := newTestProducer(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := p.SendSync(ctx, &Record{Topic: "does-not-exist"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Send with a 300ms ctx to a missing topic: %v, want context.DeadlineExceeded", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	if err := p.SendSync(ctx, &Record{Topic: "does-not-exist"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Send cancelled while waiting: %v, want context.Canceled", err)
+	}
+
+	got := make(chan error, 1)
+	go p.Send(context.Background(), (&Record{Topic: "t"}).ToPartition(5), func(_ *Record, err error) { got <- err })
+	time.Sleep(200 * time.Millisecond) // waiting for the topic to grow
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelClose()
+	if err := p.Close(closeCtx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; !errors.Is(err, ErrClosed) {
+		t.Fatalf("the record waiting for partition 5: %v, want ErrClosed", err)
+	}
+}
+
 // Regression: a batch completed by the sender before Send registered it
 // as incomplete stayed "incomplete" for ever, and Close waited for its
 // whole ctx although every record was delivered.

@@ -264,7 +264,11 @@ func securityFailure(err error) bool {
 }
 
 func (c *Client) topicTimeout(name string, lastErr error) error {
-	if lastErr == nil || errors.Is(lastErr, kerr.UnknownTopicOrPartition) {
+	if lastErr == nil {
+		return fmt.Errorf("%w: topic %q: no metadata answer named it within max.block.ms; is the cluster reachable (bootstrap.servers)?",
+			kerr.ErrMetadataTimeout, name)
+	}
+	if errors.Is(lastErr, kerr.UnknownTopicOrPartition) {
 		return fmt.Errorf("%w %q: not in the cluster metadata within max.block.ms; create it, or enable auto.create.topics.enable on the brokers (last error: %v)",
 			kerr.ErrUnknownTopic, name, lastErr)
 	}
