@@ -53,7 +53,9 @@ func (b *Broker) Addr() string { return b.addr }
 // liveLocked returns the live connection, forgetting a dead one. After a
 // connection dies, for whatever reason (error, request timeout, idle
 // close), the node is not dialed again before reconnect.backoff.ms (with
-// jitter), as the Java client's ClusterConnectionStates.disconnected does.
+// jitter) from its death, as the Java client's
+// ClusterConnectionStates.disconnected does: a connection that died
+// long ago (idle) is dialed again at once.
 //
 // The dead connection's goroutines are ending on their own; it is kept in
 // prev so that the next dial, or Close, waits for them: every goroutine
@@ -62,7 +64,7 @@ func (b *Broker) liveLocked() *Conn {
 	if b.conn != nil && b.conn.Dead() {
 		b.prev = b.conn
 		b.conn = nil
-		b.nextDial = time.Now().Add(b.backoffLocked(0))
+		b.nextDial = b.prev.DiedAt().Add(b.backoffLocked(0))
 	}
 	return b.conn
 }

@@ -141,6 +141,9 @@ func TestIdleClose(t *testing.T) {
 	kc := newCluster(t)
 	cfg := testConfig()
 	cfg.IdleTimeout = 200 * time.Millisecond
+	// The backoff after a connection dies counts from its death: one
+	// that died idle long ago is dialed again at once.
+	cfg.ReconnectBackoff, cfg.ReconnectBackoffMax = 700*time.Millisecond, 700*time.Millisecond
 	b := NewBroker(0, kc.ListenAddrs()[0], cfg)
 	defer b.Close()
 
@@ -167,12 +170,17 @@ func TestIdleClose(t *testing.T) {
 	if !errors.Is(c.Err(), kerr.ErrConnectionLost) {
 		t.Errorf("Err() = %v", c.Err())
 	}
+	time.Sleep(time.Second) // longer than the backoff
 	if b.Connected() {
 		t.Error("Broker still reports the idle-closed connection as connected")
 	}
 
+	start = time.Now()
 	if _, err := b.Do(context.Background(), metadataReq()); err != nil {
 		t.Fatalf("Do after idle close: %v", err)
+	}
+	if el := time.Since(start); el > 400*time.Millisecond {
+		t.Errorf("Do a second after the idle close took %v: it waited out a reconnect backoff counted from now", el)
 	}
 	if n := b.Connections(); n != 2 {
 		t.Errorf("Connections() = %d, want 2 (one reconnect)", n)

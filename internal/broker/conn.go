@@ -49,6 +49,7 @@ type Conn struct {
 	inflight map[int32]*pending // by correlation id; guarded by mu
 	dead     bool               // guarded by mu
 	err      error              // why the connection died; guarded by mu
+	diedAt   time.Time          // when it died; guarded by mu
 
 	corr     int32        // next correlation id; writer goroutine only
 	refs     []Ref        // a VectoredRequest's byte fields by reference; writer goroutine only
@@ -296,6 +297,13 @@ func (c *Conn) Err() error {
 	return c.err
 }
 
+// DiedAt is when the connection died (zero while it lives).
+func (c *Conn) DiedAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.diedAt
+}
+
 // Dead reports whether the connection is closed.
 func (c *Conn) Dead() bool {
 	select {
@@ -416,6 +424,7 @@ func (c *Conn) fail(err error) {
 	}
 	c.dead = true
 	c.err = err
+	c.diedAt = time.Now()
 	taken := c.inflight
 	c.inflight = nil
 	close(c.done)
