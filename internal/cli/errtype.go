@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/kprod/kprod/kerr"
 )
@@ -75,12 +77,34 @@ var causeSentinels = []namedErr{
 
 // stopsTheRun reports errors after which every following record would
 // wait max.block.ms and fail the same way: the cluster took no record
-// (unknown topic, no metadata, full buffer), or the partition that every
-// record of "produce --partition" names does not exist. The commands stop
-// instead of hanging record by record.
-func stopsTheRun(err error) bool {
+// (unknown topic, no metadata, a full buffer while nothing was
+// acknowledged), or the partition that every record of "produce
+// --partition" names does not exist. The commands stop instead of hanging
+// record by record. A full buffer while records were being acknowledged
+// (in the last max.block.ms, and at least the last stallAfter: with a
+// small max.block.ms a record fails fast, and nothing hangs) only means
+// the cluster is slower than the input: that record fails and the run
+// goes on, as ProducerPerformance's does.
+func stopsTheRun(err error, lastAck *progress, maxBlock time.Duration) bool {
+	if errors.Is(err, kerr.ErrBufferFull) {
+		return !lastAck.within(max(maxBlock, stallAfter))
+	}
 	return errors.Is(err, kerr.ErrUnknownTopic) || errors.Is(err, kerr.ErrMetadataTimeout) ||
-		errors.Is(err, kerr.ErrBufferFull) || errors.Is(err, kerr.ErrUnknownPartition)
+		errors.Is(err, kerr.ErrUnknownPartition)
+}
+
+// stallAfter is how long without an acknowledgement a full buffer must
+// last before a run stops for it.
+const stallAfter = 10 * time.Second
+
+// progress is when a record was last acknowledged.
+type progress struct{ at atomic.Int64 } // unix nanos; 0: never
+
+func (p *progress) mark() { p.at.Store(time.Now().UnixNano()) }
+
+func (p *progress) within(d time.Duration) bool {
+	at := p.at.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) <= d
 }
 
 // failures counts failed records by type and keeps the first few messages.

@@ -107,3 +107,32 @@ func TestPayloadGen(t *testing.T) {
 		t.Error("monotonic payload")
 	}
 }
+
+// A full buffer stops a run only when nothing was acknowledged for
+// max.block.ms (and at least stallAfter); the cluster-wide errors always
+// do; a record's own failure never does.
+func TestStopsTheRun(t *testing.T) {
+	full := fmt.Errorf("x: %w", kerr.ErrBufferFull)
+	var never, recent, old progress
+	recent.mark()
+	old.at.Store(time.Now().Add(-time.Minute).UnixNano())
+	for _, tc := range []struct {
+		name     string
+		err      error
+		lastAck  *progress
+		maxBlock time.Duration
+		want     bool
+	}{
+		{"full, nothing acknowledged yet", full, &never, time.Second, true},
+		{"full, acknowledged just now", full, &recent, 20 * time.Millisecond, false},
+		{"full, last acknowledged a minute ago", full, &old, 20 * time.Millisecond, true},
+		{"full, within a long max.block.ms", full, &old, 2 * time.Minute, false},
+		{"unknown topic", fmt.Errorf("%w %q", kerr.ErrUnknownTopic, "x"), &recent, time.Second, true},
+		{"metadata timeout", fmt.Errorf("%w: t", kerr.ErrMetadataTimeout), &recent, time.Second, true},
+		{"too large", fmt.Errorf("x: %w", kerr.ErrRecordTooLarge), &never, time.Second, false},
+	} {
+		if got := stopsTheRun(tc.err, tc.lastAck, tc.maxBlock); got != tc.want {
+			t.Errorf("%s: stopsTheRun = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -96,6 +96,8 @@ type perfRun struct {
 	fails         failures
 	sent          atomic.Int64
 	fatal         atomic.Pointer[error]
+	lastAck       progress
+	maxBlock      time.Duration
 	metrics       kprod.Metrics // the producer's, taken after the last record
 }
 
@@ -165,7 +167,7 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 		out = stderr
 	}
 	start := time.Now()
-	r := &perfRun{total: newStats(start)}
+	r := &perfRun{total: newStats(start), maxBlock: cfg.MaxBlock}
 	rep := startReporter(r, c.numRecords, time.Duration(c.reportingMs)*time.Millisecond, out, stderr)
 	interrupted := c.produce(ctx, p, r, newPayloadGen(c, payloads))
 	closeErr := closeProducer(ctx, p, cfg.DeliveryTimeout)
@@ -173,9 +175,12 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 	r.metrics = p.Metrics()
 	rep.stop()
 
-	if f := r.fatal.Load(); f != nil {
-		fmt.Fprintf(stderr, "kprod perf: stopped: %v\n", *f)
-		return exitFail
+	stopped := r.fatal.Load()
+	if stopped != nil {
+		fmt.Fprintf(stderr, "kprod perf: stopped after %d of %d records: %v\n", r.sent.Load(), c.numRecords, *stopped)
+		if r.sent.Load() <= 1 {
+			return exitFail // nothing to report: the first record showed the cluster unusable
+		}
 	}
 	if closeErr != nil {
 		fmt.Fprintf(stderr, "kprod perf: %v\n", closeErr)
@@ -183,7 +188,12 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 	if interrupted {
 		fmt.Fprintf(stderr, "kprod perf: interrupted after %d of %d records\n", r.sent.Load(), c.numRecords)
 	}
-	c.report(stdout, stderr, r, end, embedded, interrupted)
+	// What was sent before a stop is reported too, as ProducerPerformance
+	// reports its totals.
+	c.report(stdout, stderr, r, end, embedded, interrupted || stopped != nil)
+	if stopped != nil {
+		return exitFail
+	}
 
 	switch {
 	case r.fails.count() > 0:
@@ -300,12 +310,13 @@ func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, ge
 					r.sent.Add(-1) // never buffered: the run was interrupted
 					return
 				}
-				if stopsTheRun(err) {
+				if stopsTheRun(err, &r.lastAck, r.maxBlock) {
 					r.fatal.CompareAndSwap(nil, &err)
 				}
 				r.fails.add("", err)
 				return
 			}
+			r.lastAck.mark()
 			lat := time.Since(sendStart)
 			r.total.record(lat, size)
 			if steady != nil {

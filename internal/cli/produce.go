@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/kprod/kprod"
 	"github.com/kprod/kprod/kerr"
@@ -94,9 +95,11 @@ type inLine struct {
 
 // produceRun is one run's state shared with the producer's callbacks.
 type produceRun struct {
-	acked atomic.Int64
-	fails failures
-	fatal atomic.Pointer[error]
+	acked    atomic.Int64
+	fails    failures
+	fatal    atomic.Pointer[error]
+	lastAck  progress
+	maxBlock time.Duration
 }
 
 func (c *produceCmd) run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -150,7 +153,7 @@ func (c *produceCmd) run(ctx context.Context, args []string, stdin io.Reader, st
 
 	rr := startRecordReader(stdin, []byte(delim), cfg.MaxRequestSize)
 
-	r := &produceRun{}
+	r := &produceRun{maxBlock: cfg.MaxBlock}
 	send := func(sctx context.Context, l inLine) {
 		what := fmt.Sprintf("record %d", l.n)
 		if delim == "\n" {
@@ -178,12 +181,13 @@ func (c *produceCmd) run(ctx context.Context, args []string, stdin io.Reader, st
 		}
 		p.Send(sctx, rec, func(_ *kprod.Record, err error) {
 			if err != nil {
-				if stopsTheRun(err) {
+				if stopsTheRun(err, &r.lastAck, r.maxBlock) {
 					r.fatal.CompareAndSwap(nil, &err)
 				}
 				r.fails.add(what, err)
 				return
 			}
+			r.lastAck.mark()
 			r.acked.Add(1)
 		})
 	}
