@@ -29,14 +29,16 @@ func (pf *producerFlags) register(fs *flagSet, propsFlag string, multi bool) {
 	pf.propsFlag = propsFlag
 	fs.stringVar(&pf.brokers, []string{"--bootstrap-server", "--brokers", "-b"}, "HOST:PORT[,HOST:PORT...]",
 		"the brokers to connect to (bootstrap.servers); overrides bootstrap.servers from the other flags")
+	// Kafka 4.2's tools (KIP-1147) call both flags --command-property and
+	// --command-config; the older names stay.
 	if multi {
-		fs.listVar(&pf.props, []string{propsFlag}, "PROP-NAME=PROP-VALUE",
+		fs.listVar(&pf.props, []string{propsFlag, "--command-property"}, "PROP-NAME=PROP-VALUE",
 			"producer properties by their Java names (acks=1 linger.ms=10 ...); several may follow the flag. They take precedence over --producer.config", true)
 	} else {
-		fs.listVar(&pf.props, []string{propsFlag}, "PROP-NAME=PROP-VALUE",
+		fs.listVar(&pf.props, []string{propsFlag, "--command-property"}, "PROP-NAME=PROP-VALUE",
 			"a producer property by its Java name (acks=1, linger.ms=10, ...); repeatable. Takes precedence over --producer.config", false)
 	}
-	fs.stringVar(&pf.configFile, []string{"--producer.config"}, "CONFIG-FILE",
+	fs.stringVar(&pf.configFile, []string{"--producer.config", "--command-config"}, "CONFIG-FILE",
 		"a Java producer.properties file; Java-only properties (serializers, interceptors, ...) are accepted and ignored")
 	fs.listVar(&pf.x, []string{"-X"}, "PROP-NAME=PROP-VALUE",
 		"a producer property by its Java name, like "+propsFlag+"; repeatable, wins over both", false)

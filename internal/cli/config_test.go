@@ -64,3 +64,19 @@ func TestBuildBadPropertyHidesValue(t *testing.T) {
 		t.Errorf("-X linger.ms=soon: %v (%T), want a *configError", err, err)
 	}
 }
+
+// Kafka 4.2's names for the property flags (KIP-1147) work as the older
+// ones do, in both commands.
+func TestCommandPropertyAliases(t *testing.T) {
+	for _, multi := range []bool{true, false} {
+		var pf producerFlags
+		fs := newFlagSet("test")
+		pf.register(fs, "--producer-props", multi)
+		if _, err := fs.parse([]string{"--command-property", "acks=1", "--command-config", "/nonexistent.properties"}); err != nil {
+			t.Fatalf("multi %v: %v", multi, err)
+		}
+		if len(pf.props) != 1 || pf.props[0] != "acks=1" || pf.configFile != "/nonexistent.properties" {
+			t.Errorf("multi %v: props %q, config file %q", multi, pf.props, pf.configFile)
+		}
+	}
+}

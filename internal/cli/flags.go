@@ -145,6 +145,10 @@ func (fs *flagSet) parse(args []string) ([]string, error) {
 		name, value, hasValue := strings.Cut(a, "=")
 		d := fs.byKey[name]
 		if d == nil && !strings.HasPrefix(a, "--") && len(a) > 2 {
+			if fs.byKey["-"+name] != nil {
+				// "-topic=x" would read as "-t opic=x": refuse it.
+				return nil, usagef("%s: long flags take two dashes: -%s", a, a)
+			}
 			// "-Xlinger.ms=5": a one-letter flag with its value glued on.
 			if d = fs.byKey[a[:2]]; d != nil && d.kind != flagBool {
 				name, value, hasValue = a[:2], a[2:], true

@@ -67,6 +67,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--rate=fast"}, `invalid value "fast" for --rate`},
 		{[]string{"--json=maybe"}, `invalid value "maybe" for --json`},
 		{[]string{"--props"}, "--props needs a value"},
+		// Not "-s tr=x" with the value glued on: a long flag, one dash short.
+		{[]string{"-str=x"}, "long flags take two dashes: --str=x"},
+		{[]string{"-str", "x"}, "long flags take two dashes: --str"},
 	} {
 		fs, _ := testFlags()
 		_, err := fs.parse(tc.args)
