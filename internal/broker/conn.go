@@ -118,7 +118,7 @@ func dialConn(ctx context.Context, nodeID int32, addr string, cfg *Config, setup
 
 func dialError(nodeID int32, addr string, timeout time.Duration, err error) error {
 	return fmt.Errorf("%w %d at %s (setup timeout %v): %w; is the broker up and is this its advertised listener?",
-		kerr.ErrDial, nodeID, addr, timeout, err)
+		kerr.ErrDial, nodeID, addr, timeout.Round(time.Millisecond), err)
 }
 
 // setup runs the steps after dialing, on the raw connection, and returns
