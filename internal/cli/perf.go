@@ -68,7 +68,7 @@ func newPerfCmd() *perfCmd {
 		"the number of first records to treat as warmup: they are left out of an extra steady-state summary line printed after the complete test summary")
 	fs.boolVar(&c.json, []string{"--json"}, "print the results as one JSON object on stdout, and nothing else there (periodic lines go to stderr)")
 	fs.boolVar(&c.printMetrics, []string{"--print-metrics"},
-		"print the producer's metrics (Java's names: record-send-rate, request-latency-avg, ...) and the tool's own counts at the end of the test")
+		"print the producer's metrics (Java's names: record-send-rate, request-latency-avg, ...) and the tool's own counts at the end of the test (on stderr with --json)")
 	fs.intVar(&c.reportingMs, []string{"--reporting-interval"}, "MS",
 		"print the periodic line every MS milliseconds (Java's tool: always 5000)")
 	c.partitionsDef = fs.intVar(&c.partitions, []string{"--partitions"}, "N",
@@ -378,6 +378,10 @@ func (c *perfCmd) report(stdout, stderr io.Writer, r *perfRun, end time.Time, em
 		}
 		enc := json.NewEncoder(stdout)
 		_ = enc.Encode(out)
+		if c.printMetrics {
+			// stdout is the JSON document; the metrics table goes beside it.
+			printMetrics(stderr, r.metrics, total, r.sent.Load(), failed, errs)
+		}
 		return
 	}
 	total.printTotal(stdout, "")
