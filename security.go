@@ -493,6 +493,13 @@ func (c *Config) saslCredentials(jaas *sasl.JAAS) (user, pass string, err error)
 			return "", "", invalid("sasl.jaas.config", c.SASLJAASConfig, fmt.Sprintf(
 				"sasl.mechanism=%s needs %s or %s, not %s", c.SASLMechanism, sasl.PlainLoginModule, sasl.ScramLoginModule, sasl.ModuleName(jaas.Module)))
 		}
+		if v, ok := jaas.Options["tokenauth"]; ok && strings.EqualFold(strings.TrimSpace(v), "true") {
+			// Java's ScramLoginModule then authenticates with a delegation
+			// token (the tokenauth SCRAM extension); sent as a user, the
+			// token id would only be refused.
+			return "", "", invalid("sasl.jaas.config", c.SASLJAASConfig,
+				`has tokenauth="true": kprod does not support delegation tokens; authenticate as a SCRAM user or with OAUTHBEARER`)
+		}
 		user, pass = jaas.Options["username"], jaas.Options["password"]
 		if user == "" {
 			return "", "", invalid("sasl.jaas.config", c.SASLJAASConfig, `has no username="..." option`)

@@ -295,6 +295,8 @@ func TestSecurityPropertiesBadValues(t *testing.T) {
 		{"sasl.jaas.config", sasl("sasl.mechanism", "OAUTHBEARER", "sasl.jaas.config",
 			`org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="c" clientSecret="`+secret+`";`), "SASLOAuthTokenSource"},
 		{"sasl.jaas.config", sasl("sasl.mechanism", "OAUTHBEARER", "sasl.jaas.config", jaasSecret), "OAuthBearerLoginModule"},
+		{"sasl.jaas.config", sasl("sasl.mechanism", "SCRAM-SHA-256", "sasl.jaas.config",
+			`org.apache.kafka.common.security.scram.ScramLoginModule required username="tok" password="`+secret+`" tokenauth="true";`), "delegation tokens"},
 	}
 	covered := map[string]bool{}
 	for _, tt := range tests {

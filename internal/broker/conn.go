@@ -170,7 +170,7 @@ func (c *Conn) setupError(ctx context.Context, phase string, timeout time.Durati
 	var tr transient
 	switch {
 	case errors.As(err, &tr):
-		return fmt.Errorf("%w %d at %s (setup timeout %v): %s: %w", kerr.ErrDial, c.nodeID, c.addr, timeout, phase, err)
+		return fmt.Errorf("%w %d at %s (setup timeout %v): %s: %w", kerr.ErrDial, c.nodeID, c.addr, timeout.Round(time.Millisecond), phase, err)
 	case errors.Is(err, kerr.ErrAuthentication), errors.Is(err, kerr.ErrTLS):
 		return fmt.Errorf("broker %d at %s: %s: %w", c.nodeID, c.addr, phase, err)
 	case phase != "ApiVersions handshake":

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -71,10 +72,15 @@ func (c *Conn) authenticate(ctx context.Context, rt roundTrip) (time.Duration, e
 		return 0, fmt.Errorf("%w: %w: the listener does not enable %s; it enables %s: set sasl.mechanism to one of those (or enable %s in the broker's sasl.enabled.mechanisms)",
 			kerr.ErrAuthentication, kerr.UnsupportedSaslMechanism, m.Name(), strings.Join(hsResp.SupportedMechanisms, ", "), m.Name())
 	case kerr.IllegalSaslState.Code:
-		// Kafka answers SaslHandshake this way only once the connection
-		// is authenticated, which on a listener without SASL it is from
-		// the start.
-		return 0, fmt.Errorf("%w: %w: the listener does not use SASL (it is PLAINTEXT or SSL): set security.protocol to PLAINTEXT or SSL for it, or use the broker's SASL port",
+		// Kafka answers SaslHandshake this way once the connection is
+		// authenticated, which on a listener without SASL it is from the
+		// start; on a re-authentication, when the broker does not allow
+		// one yet (or at all).
+		if c.reauth.IsZero() {
+			return 0, fmt.Errorf("%w: %w: the listener does not use SASL (it is PLAINTEXT or SSL): set security.protocol to PLAINTEXT or SSL for it, or use the broker's SASL port",
+				kerr.ErrAuthentication, kerr.IllegalSaslState)
+		}
+		return 0, fmt.Errorf("%w: %w: the broker refused to re-authenticate the connection (connections.max.reauth.ms is not set on its listener, or the last authentication was too recent); it is opened again",
 			kerr.ErrAuthentication, kerr.IllegalSaslState)
 	default:
 		return 0, fmt.Errorf("%w: SaslHandshake for %s: %w", kerr.ErrAuthentication, m.Name(), kerr.ForCode(hsResp.ErrorCode))
@@ -82,7 +88,10 @@ func (c *Conn) authenticate(ctx context.Context, rt roundTrip) (time.Duration, e
 
 	sess, msg, err := m.Start(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s: %v", kerr.ErrAuthentication, who, err)
+		if se := (*sasl.SourceError)(nil); errors.As(err, &se) {
+			return 0, transient{fmt.Errorf("%s: %w (tried again after reconnect.backoff.ms)", who, err)}
+		}
+		return 0, fmt.Errorf("%w: %s: %w", kerr.ErrAuthentication, who, err)
 	}
 	for round := 0; ; round++ {
 		if round > 16 {
@@ -100,7 +109,7 @@ func (c *Conn) authenticate(ctx context.Context, rt roundTrip) (time.Duration, e
 		}
 		done, next, err := sess.Next(resp.SASLAuthBytes)
 		if err != nil {
-			return 0, fmt.Errorf("%w: %s: %v", kerr.ErrAuthentication, who, err)
+			return 0, fmt.Errorf("%w: %s: %w", kerr.ErrAuthentication, who, err)
 		}
 		if done {
 			return time.Duration(resp.SessionLifetimeMillis) * time.Millisecond, nil

@@ -342,6 +342,16 @@ func TestIntegrationSecurityExpiredToken(t *testing.T) {
 	if !errors.Is(err, kerr.ErrAuthentication) || !strings.Contains(err.Error(), "expired") {
 		t.Fatalf("want ErrAuthentication saying the token expired, got %v", err)
 	}
+
+	// A token source that fails (its identity provider is down): tried
+	// again later, as Java retries a token refresh, not taken for
+	// rejected credentials; its error stays visible to errors.Is.
+	errIdP := errors.New("identity provider: 503")
+	cfg.SASL = sasl.OAuthBearer{Source: func(context.Context) (sasl.Token, error) { return sasl.Token{}, errIdP }}
+	err = dialFail(t, testcluster.SASLPlaintext.Addr(1), cfg)
+	if !errors.Is(err, errIdP) || !errors.Is(err, kerr.ErrDial) || errors.Is(err, kerr.ErrAuthentication) || !kerr.IsRetriable(err) {
+		t.Fatalf("want a retriable ErrDial wrapping the token source's error, got %v", err)
+	}
 }
 
 // TestIntegrationSecurityReauthentication keeps one connection busy for

@@ -63,8 +63,12 @@ func tlsError(ctx context.Context, serverName string, err error) error {
 		for _, ip := range hostErr.Certificate.IPAddresses {
 			names = append(names, ip.String())
 		}
-		if len(names) == 0 && hostErr.Certificate.Subject.CommonName != "" {
-			names = []string{"CN " + hostErr.Certificate.Subject.CommonName + " (no SAN; Go ignores the CN)"}
+		if len(names) == 0 {
+			// The Java client (JSSE) would fall back to the subject's CN
+			// here; Go, and so kprod, checks only subject alternative
+			// names (RFC 6125), so the fix is the certificate.
+			return fmt.Errorf("%w: the broker's certificate lists no subject alternative name (SAN), only CN %q, and kprod checks host names against SANs only (the Java client also accepts the CN): reissue the certificate with %q as a DNS or IP SAN (%v)",
+				kerr.ErrTLS, hostErr.Certificate.Subject.CommonName, serverName, err)
 		}
 		return fmt.Errorf("%w: the broker's certificate is not for %q, it is for %s: connect to the broker by a name the certificate lists, or set ssl.endpoint.identification.algorithm to empty to skip the host name check (%v)",
 			kerr.ErrTLS, serverName, strings.Join(names, ", "), err)

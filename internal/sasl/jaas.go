@@ -79,7 +79,7 @@ func ParseJAAS(s string) (*JAAS, error) {
 		p.space()
 		var value string
 		var err error
-		if !p.eof() && p.peek() == '"' {
+		if !p.eof() && (p.peek() == '"' || p.peek() == '\'') {
 			value, err = p.quoted()
 			if err != nil {
 				return nil, fmt.Errorf("%s of %s: %w", optionName(n, name), mod, err)
@@ -163,7 +163,7 @@ func (p *jaasParser) word() string {
 	start := p.i
 	for !p.eof() {
 		r := p.peek()
-		if unicode.IsSpace(r) || r == '=' || r == ';' || r == '"' {
+		if unicode.IsSpace(r) || r == '=' || r == ';' || r == '"' || r == '\'' {
 			break
 		}
 		p.i++
@@ -171,15 +171,19 @@ func (p *jaasParser) word() string {
 	return string(p.in[start:p.i])
 }
 
-// quoted reads a "..." value with Java StreamTokenizer's escapes.
+// quoted reads a "..." or '...' value with Java StreamTokenizer's
+// escapes (JaasConfig parses sasl.jaas.config with one): \a \b \f \n \r
+// \t \v, octal \0 to \377, and a backslash before any other character
+// stands for that character.
 func (p *jaasParser) quoted() (string, error) {
+	q := p.peek()
 	p.i++ // the opening quote
 	var b strings.Builder
 	for !p.eof() {
 		r := p.peek()
 		p.i++
 		switch r {
-		case '"':
+		case q:
 			return b.String(), nil
 		case '\\':
 			if p.eof() {
@@ -187,17 +191,32 @@ func (p *jaasParser) quoted() (string, error) {
 			}
 			e := p.peek()
 			p.i++
+			if e >= '0' && e <= '7' {
+				// Up to three octal digits, the first of three at most 3.
+				v, digits := e-'0', 1
+				for digits < 3 && !p.eof() && p.peek() >= '0' && p.peek() <= '7' && (digits < 2 || e <= '3') {
+					v = v<<3 + (p.peek() - '0')
+					p.i++
+					digits++
+				}
+				b.WriteRune(v)
+				continue
+			}
 			switch e {
-			case 'n':
-				b.WriteByte('\n')
-			case 't':
-				b.WriteByte('\t')
-			case 'r':
-				b.WriteByte('\r')
+			case 'a':
+				b.WriteByte(0x07)
 			case 'b':
 				b.WriteByte('\b')
 			case 'f':
 				b.WriteByte('\f')
+			case 'n':
+				b.WriteByte('\n')
+			case 'r':
+				b.WriteByte('\r')
+			case 't':
+				b.WriteByte('\t')
+			case 'v':
+				b.WriteByte(0x0b)
 			default:
 				b.WriteRune(e)
 			}
@@ -205,7 +224,7 @@ func (p *jaasParser) quoted() (string, error) {
 			b.WriteRune(r)
 		}
 	}
-	return "", fmt.Errorf("unterminated quoted value (no closing '\"')")
+	return "", fmt.Errorf("unterminated quoted value (no closing %c)", q)
 }
 
 // IsKerberos reports whether module is Java's Kerberos login module,

@@ -33,6 +33,15 @@ type OAuthBearer struct {
 	Source func(ctx context.Context) (Token, error)
 }
 
+// SourceError is the token source's failure. The identity provider may
+// be unreachable for a moment, so the connection is tried again later,
+// as the Java client retries a failed token refresh, rather than failed
+// as if the broker had refused the credentials.
+type SourceError struct{ Err error }
+
+func (e *SourceError) Error() string { return "OAUTHBEARER: the token source failed: " + e.Err.Error() }
+func (e *SourceError) Unwrap() error { return e.Err }
+
 // Name returns "OAUTHBEARER".
 func (OAuthBearer) Name() string { return "OAUTHBEARER" }
 
@@ -48,7 +57,7 @@ func (o OAuthBearer) Start(ctx context.Context) (Session, []byte, error) {
 	}
 	tok, err := o.Source(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("OAUTHBEARER: the token source failed: %w", err)
+		return nil, nil, &SourceError{Err: err}
 	}
 	if strings.TrimSpace(tok.Value) == "" {
 		return nil, nil, errors.New("OAUTHBEARER: the token source returned an empty token")

@@ -40,6 +40,16 @@ func TestParseJAAS(t *testing.T) {
 			`org.apache.kafka.common.security.plain.PlainLoginModule required password="";`,
 			PlainLoginModule, map[string]string{"password": ""},
 		},
+		{
+			// Single quotes are quotes too, as in Java's StreamTokenizer.
+			`org.apache.kafka.common.security.plain.PlainLoginModule required username='alice' password='it"s';`,
+			PlainLoginModule, map[string]string{"username": "alice", "password": `it"s`},
+		},
+		{
+			// StreamTokenizer's escapes: octal (at most \377), \a, \v.
+			`org.apache.kafka.common.security.plain.PlainLoginModule required username="a\101b\vc" password="\0\477\a";`,
+			PlainLoginModule, map[string]string{"username": "aAb\x0bc", "password": "\x00" + "\x277" + "\x07"},
+		},
 	} {
 		j, err := ParseJAAS(tc.in)
 		if err != nil {
