@@ -192,6 +192,10 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 	if r.Topic == "" {
 		return fmt.Errorf("%w: the record has no topic", kerr.ErrInvalidRecord)
 	}
+	if r.PartitionSet && r.Partition < 0 {
+		// Java's ProducerRecord refuses it when the record is made.
+		return fmt.Errorf("%w: partition %d of %q is negative", kerr.ErrInvalidRecord, r.Partition, r.Topic)
+	}
 	if p.txn != nil {
 		// Fail fast outside a transaction; checked again at the append.
 		if err := p.txn.checkSend(r.Topic); err != nil {

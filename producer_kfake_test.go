@@ -510,6 +510,25 @@ func TestCloseEndsMetadataWait(t *testing.T) {
 	}
 }
 
+// A negative explicit partition is an invalid record whether or not the
+// topic's metadata is known yet (it reached the accumulator's partition
+// index, and panicked, when it was).
+func TestNegativePartitionInvalid(t *testing.T) {
+	c := newFake(t, 3)
+	p := newTestProducer(t, testConfig(c))
+	ctx := ctxT(t, 30*time.Second)
+	for _, warm := range []bool{false, true} {
+		if warm {
+			if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.SendSync(ctx, (&Record{Topic: "t"}).ToPartition(-1)); !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("metadata known %v: partition -1: %v, want ErrInvalidRecord", warm, err)
+		}
+	}
+}
+
 // A Send whose own ctx ends while it waits for metadata says so, and its
 // error matches the ctx's (not a max.block.ms timeout it never reached);
 // one waiting for a partition the topic does not have yet fails with
