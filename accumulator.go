@@ -172,6 +172,19 @@ type partq struct {
 	txnGen atomic.Uint64
 }
 
+// allBatchesFull is Java's RecordAccumulator.allBatchesFull: no batch of
+// the partition takes more records (none is queued, or the last one is
+// full).
+func (q *partq) allBatchesFull() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.batches) == 0 {
+		return true
+	}
+	b := q.batches[len(q.batches)-1]
+	return b.full || b.bld.IsFull(b.limit)
+}
+
 // batch is the seeds' ProducerBatch: a pooled buffer being filled in
 // record-batch v2 format, the records' callbacks, and delivery state.
 type batch struct {

@@ -205,8 +205,9 @@ func TestLoadStatsFromQueues(t *testing.T) {
 
 // stickyProbe sends unkeyed records of one size to a producer that keeps
 // its batches (linger 1h) and reports after which records the sticky
-// partition was switched (the partitioner reset its byte count).
-func stickyProbe(t *testing.T, batchSize, valueLen, records int) (switchedAfter []int) {
+// partition was switched (the partitioner reset its byte count). After
+// each record numbered in flushAfter it flushes (sends every batch).
+func stickyProbe(t *testing.T, batchSize, valueLen, records int, flushAfter ...int) (switchedAfter []int) {
 	c := newFake(t, 50)
 	cfg := testConfig(c)
 	cfg.BatchSize = batchSize
@@ -222,8 +223,29 @@ func stickyProbe(t *testing.T, batchSize, valueLen, records int) (switchedAfter 
 		if _, bytes := stickyUnpack(p.acc.topic("t").sticky.Load()); bytes == size && i > 1 {
 			switchedAfter = append(switchedAfter, i-1)
 		}
+		if slices.Contains(flushAfter, i) {
+			if err := p.Flush(ctxT(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	return switchedAfter
+}
+
+// TestStickySwitchOnceItsBatchWasSent: once batch.size bytes went to the
+// partition, the switch comes before the next append when its batches
+// were all sent meanwhile (say by linger.ms before the last one filled),
+// as Java's RecordAccumulator.partitionChanged does, not after a new
+// batch was opened there.
+func TestStickySwitchOnceItsBatchWasSent(t *testing.T) {
+	// 99-byte records, batch.size 1000: 9 records (891 bytes), sent; 2
+	// more (1089 bytes) in a batch that still takes records, sent; the
+	// 12th goes elsewhere.
+	vlen := valueLenFor(t, 99)
+	got := stickyProbe(t, 1000, vlen, 12, 9, 11)
+	if want := []int{11}; !slices.Equal(got, want) {
+		t.Fatalf("switched after records %v, want %v", got, want)
+	}
 }
 
 // TestStickySwitchAtTwiceBatchSize: when the partition's last batch still

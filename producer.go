@@ -260,6 +260,9 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 	// Decided before the append: once the record is in a batch, its
 	// callback may run (and its owner reuse it) before Send returns.
 	sticky := p.sticky(r)
+	if sticky {
+		part = p.stickyBeforeAppend(t, mt, part)
+	}
 	q := p.acc.queue(t, part)
 	maxBlock := p.cfg.MaxBlock
 	if waited {
