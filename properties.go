@@ -110,7 +110,8 @@ var properties = map[string]setter{
 	},
 
 	// TLS and SASL; checked by Validate, which loads the files (see
-	// security.go). PEM text and passwords are kept as given.
+	// security.go). PEM text is kept as given; passwords are trimmed, as
+	// Java's ConfigDef trims every value, PASSWORD ones included.
 	"ssl.truststore.location":               trimmed(func(c *Config) *string { return &c.SSLTruststoreLocation }),
 	"ssl.truststore.certificates":           verbatim(func(c *Config) *string { return &c.SSLTruststoreCertificates }),
 	"ssl.truststore.type":                   trimmed(func(c *Config) *string { return &c.SSLTruststoreType }),
@@ -118,7 +119,7 @@ var properties = map[string]setter{
 	"ssl.keystore.certificate.chain":        verbatim(func(c *Config) *string { return &c.SSLKeystoreCertificateChain }),
 	"ssl.keystore.key":                      verbatim(func(c *Config) *string { return &c.SSLKeystoreKey }),
 	"ssl.keystore.type":                     trimmed(func(c *Config) *string { return &c.SSLKeystoreType }),
-	"ssl.key.password":                      verbatim(func(c *Config) *string { return &c.SSLKeyPassword }),
+	"ssl.key.password":                      trimmed(func(c *Config) *string { return &c.SSLKeyPassword }),
 	"ssl.endpoint.identification.algorithm": trimmed(func(c *Config) *string { return &c.SSLEndpointIdentificationAlgorithm }),
 	"ssl.protocol":                          trimmed(func(c *Config) *string { return &c.SSLProtocol }),
 	"sasl.mechanism":                        trimmed(func(c *Config) *string { return &c.SASLMechanism }),
@@ -142,8 +143,7 @@ func trimmed(field func(*Config) *string) setter {
 	}
 }
 
-// verbatim sets a password or PEM text as given: Java's PASSWORD type is
-// not trimmed, and PEM parsing ignores the spaces anyway.
+// verbatim sets PEM text as given: PEM parsing ignores the spaces anyway.
 func verbatim(field func(*Config) *string) setter {
 	return func(c *Config, name, v string) error {
 		*field(c) = v

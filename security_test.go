@@ -100,6 +100,8 @@ func TestSecurityTLSFromProperties(t *testing.T) {
 			"ssl.keystore.key", strings.ReplaceAll(p.keyPEM, "\n", " ")), true},
 		{"encrypted key", secProps("security.protocol", "SASL_SSL", "sasl.mechanism", "PLAIN", "sasl.jaas.config", jaasPlain,
 			"ssl.keystore.certificate.chain", p.certPEM, "ssl.keystore.key", string(encPEM), "ssl.key.password", "key-Pa55"), true},
+		{"encrypted key, password with spaces around (trimmed, as in Java)", secProps("security.protocol", "SSL",
+			"ssl.keystore.certificate.chain", p.certPEM, "ssl.keystore.key", string(encPEM), "ssl.key.password", " key-Pa55 \t"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := ConfigFromProperties(tc.props)
