@@ -189,7 +189,7 @@ func TestConfigSetEveryProperty(t *testing.T) {
 		{"ssl.keystore.certificate.chain", "chain", func(c *Config) any { return c.SSLKeystoreCertificateChain }, "chain"},
 		{"ssl.keystore.key", "key", func(c *Config) any { return c.SSLKeystoreKey }, "key"},
 		{"ssl.keystore.type", "pem", func(c *Config) any { return c.SSLKeystoreType }, "pem"},
-		{"ssl.key.password", " p w ", func(c *Config) any { return c.SSLKeyPassword }, " p w "},
+		{"ssl.key.password", " p w ", func(c *Config) any { return c.SSLKeyPassword }, "p w"}, // trimmed, as Java trims PASSWORD values,
 		{"ssl.endpoint.identification.algorithm", "", func(c *Config) any { return c.SSLEndpointIdentificationAlgorithm }, ""},
 		{"ssl.enabled.protocols", "TLSv1.3", func(c *Config) any { return c.SSLEnabledProtocols }, []string{"TLSv1.3"}},
 		{"ssl.protocol", "TLSv1.2", func(c *Config) any { return c.SSLProtocol }, "TLSv1.2"},
