@@ -168,6 +168,10 @@ var javaOnlyProperties = map[string]string{
 	"metrics.recording.level":  "Java metrics library setting",
 	"enable.metrics.push":      "client telemetry push (KIP-714) is not implemented",
 
+	"auto.register.schemas":     "Confluent serializer setting; kprod records carry bytes",
+	"use.latest.version":        "Confluent serializer setting; kprod records carry bytes",
+	"auto.include.jmx.reporter": "removed in Kafka 4.0; kprod has no JMX",
+
 	"client.dns.lookup": "kprod always dials every address a bootstrap name resolves to (Java's default, use_all_dns_ips)",
 
 	"metadata.recovery.strategy":               "metadata recovery is not configurable in kprod",
@@ -219,9 +223,12 @@ func setPartitionerClass(c *Config, name, v string) error {
 // Kerberos (GSSAPI, which Validate rejects), the Java login machinery
 // (token refresh, login retries) and its OAuth token fetching, which
 // Config.SASLOAuthTokenSource replaces (Validate says so when OAUTHBEARER
-// has no token source), and the metrics-context labels of Java's metrics
-// reporters.
-var javaOnlyPrefixes = []string{"sasl.kerberos.", "sasl.login.", "sasl.oauthbearer.", "metrics.context."}
+// has no token source), the metrics-context labels of Java's metrics
+// reporters, and the settings of Confluent's Java serializers (schema
+// registry), which a Java producer hands to its serializers and kprod,
+// whose records carry bytes, has no use for.
+var javaOnlyPrefixes = []string{"sasl.kerberos.", "sasl.login.", "sasl.oauthbearer.", "metrics.context.",
+	"schema.registry.", "basic.auth.", "bearer.auth.", "key.subject.name.", "value.subject.name."}
 
 // unsupportedValues are Java-only properties whose non-default values would
 // change what the producer guarantees, so ignoring them would be wrong:

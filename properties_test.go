@@ -152,6 +152,11 @@ interceptor.classes=io.opentelemetry.instrumentation.kafkaclients.TracingProduce
 metric.reporters=
 metrics.recording.level=INFO
 client.dns.lookup=use_all_dns_ips
+schema.registry.url=https://registry.internal:8081
+basic.auth.credentials.source=USER_INFO
+basic.auth.user.info=svc:registry-Pa55
+auto.register.schemas=false
+auto.include.jmx.reporter=false
 
 ! durability
 acks=all
@@ -205,8 +210,9 @@ func TestPropertiesJavaProducerFile(t *testing.T) {
 	want.MaxBlock = 30 * time.Second
 	want.setByName = setDeliveryTimeout
 	want.IgnoredProperties = []string{ // Set in name order
+		"auto.include.jmx.reporter", "auto.register.schemas", "basic.auth.credentials.source", "basic.auth.user.info",
 		"client.dns.lookup", "interceptor.classes", "key.serializer", "metric.reporters",
-		"metrics.recording.level", "value.serializer",
+		"metrics.recording.level", "schema.registry.url", "value.serializer",
 	}
 	if c.Acks != AcksAll || !c.Idempotent() {
 		t.Errorf("acks %v, idempotent %v", c.Acks, c.Idempotent())

@@ -88,18 +88,23 @@ func (Float64Serializer) Serialize(_ string, v float64) ([]byte, error) {
 	return binary.BigEndian.AppendUint64(nil, math.Float64bits(v)), nil
 }
 
-// JSONSerializer encodes values with encoding/json. A value that encodes
-// as JSON null (a nil pointer, map, slice or interface) becomes a null
-// key or value, as Java JSON serializers return null for null; on a
-// compacted topic a null value is a tombstone.
+// JSONSerializer encodes values with encoding/json, without its escaping
+// of <, > and & (as Jackson, behind the Java JSON serializers, writes
+// them), so that a JSON key hashes to the partition a Java producer would
+// pick. A value that encodes as JSON null (a nil pointer, map, slice or
+// interface) becomes a null key or value, as Java JSON serializers return
+// null for null; on a compacted topic a null value is a tombstone.
 type JSONSerializer[T any] struct{}
 
 // Serialize encodes v as JSON.
 func (JSONSerializer[T]) Serialize(_ string, v T) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n")) // Encode ends with a newline
 	if bytes.Equal(b, []byte("null")) {
 		return nil, nil
 	}

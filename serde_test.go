@@ -36,6 +36,9 @@ func TestSerializers(t *testing.T) {
 			return JSONSerializer[map[string]int]{}.Serialize("t", map[string]int{"a": 1})
 		}, hex.EncodeToString([]byte(`{"a":1}`))},
 		{"json nil pointer", func() ([]byte, error) { return JSONSerializer[*int]{}.Serialize("t", nil) }, "null"},
+		{"json <>& as Jackson writes them", func() ([]byte, error) {
+			return JSONSerializer[string]{}.Serialize("t", "a<b>&c")
+		}, hex.EncodeToString([]byte(`"a<b>&c"`))},
 	} {
 		b, err := tt.got()
 		if err != nil {
