@@ -145,6 +145,19 @@ func waitInFlight(t *testing.T, p *Producer, n int64) {
 	}
 }
 
+// gapProducer is the producer of the cases below: one batch per record
+// (linger 0), the retry backoff given, and request and delivery timeouts
+// of timeout (0: the defaults), with a ctx for its Sends.
+func gapProducer(t *testing.T, c *kfake.Cluster, backoff, timeout time.Duration) (*Producer, context.Context) {
+	cfg := testConfig(c)
+	cfg.Linger = 0
+	cfg.RetryBackoff, cfg.RetryBackoffMax = backoff, backoff
+	if timeout > 0 {
+		cfg.RequestTimeout, cfg.DeliveryTimeout = timeout, timeout
+	}
+	return newTestProducer(t, cfg), ctxT(t, 30*time.Second)
+}
+
 // A batch that expires in its deque while a later batch of the partition
 // waits to be retried is not a gap yet: the retry's answer may show the
 // broker wrote both. Here a and b are both written with their
@@ -153,17 +166,11 @@ func waitInFlight(t *testing.T, p *Producer, n int64) {
 func TestIdempotentExpiredBatchSettledByLaterRetry(t *testing.T) {
 	c := newFake(t, 1)
 	arm, held, release := holdFirstProduce(c)
-	cfg := testConfig(c)
-	cfg.Linger = 0
 	// a is sent at 0 and b at 2 s; both are answered (written, the
 	// acknowledgement lost) when b is in flight, at about 2 s, and are
 	// due to be retried at about 4 s. a expires at 3 s, in its deque; b
 	// would expire at 5 s, after its retry: a second each way.
-	cfg.RetryBackoff, cfg.RetryBackoffMax = 2*time.Second, 2*time.Second
-	cfg.DeliveryTimeout = 3 * time.Second
-	cfg.RequestTimeout = 3 * time.Second
-	p := newTestProducer(t, cfg)
-	ctx := ctxT(t, 30*time.Second)
+	p, ctx := gapProducer(t, c, 2*time.Second, 3*time.Second)
 	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
 		t.Fatal(err)
 	}
@@ -210,13 +217,7 @@ func TestIdempotentOutOfOrderRetryNeverReorders(t *testing.T) {
 		t.Fatal(err)
 	}
 	arm, held, release := holdFirstProduce(c)
-	cfg := testConfig(c)
-	cfg.Linger = 0
-	cfg.RetryBackoff, cfg.RetryBackoffMax = 500*time.Millisecond, 500*time.Millisecond
-	cfg.RequestTimeout = 3 * time.Second
-	cfg.DeliveryTimeout = 3 * time.Second
-	p := newTestProducer(t, cfg)
-	ctx := ctxT(t, 30*time.Second)
+	p, ctx := gapProducer(t, c, 500*time.Millisecond, 3*time.Second)
 	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(1)); err != nil {
 		t.Fatal(err) // the producer id, not yet used on partition 0
 	}
@@ -251,11 +252,7 @@ func TestIdempotentOutOfOrderRetryNeverReorders(t *testing.T) {
 func TestIdempotentGapWaitsForEarlierRetry(t *testing.T) {
 	c := newFake(t, 1)
 	arm, held, release := holdFirstProduce(c)
-	cfg := testConfig(c)
-	cfg.Linger = 0
-	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, time.Second
-	p := newTestProducer(t, cfg)
-	ctx := ctxT(t, 30*time.Second)
+	p, ctx := gapProducer(t, c, time.Second, 0)
 	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
 		t.Fatal(err)
 	}
