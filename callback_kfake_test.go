@@ -28,6 +28,7 @@ func TestWaitingCallsFromCallbackRefuse(t *testing.T) {
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
+	tp := NewTypedProducer[string, string](p, StringSerializer{}, StringSerializer{})
 	got := make(chan []error, 1)
 	p.Send(ctx, &Record{Topic: "t", Value: []byte("a")}, func(*Record, error) {
 		short, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -35,6 +36,7 @@ func TestWaitingCallsFromCallbackRefuse(t *testing.T) {
 		got <- []error{
 			p.Flush(short),
 			p.SendSync(short, &Record{Topic: "t", Value: []byte("b")}),
+			tp.SendSync(short, &TypedRecord[string, string]{Topic: "t", Value: "c"}),
 			p.CommitTransaction(short),
 			p.AbortTransaction(short),
 		}

@@ -375,7 +375,8 @@ func (p *Producer) Flush(ctx context.Context) error {
 // as the Java client's close from a callback (close(0)), it closes at
 // once, what is not delivered yet fails with ErrAborted, and the rest of
 // the closing happens when the callback returns. It returns an error
-// wrapping ErrAborted, and logs a warning.
+// wrapping ErrAborted, and logs a warning; if another Close is already
+// under way, it returns nil at once and that Close goes on as it would.
 func (p *Producer) Close(ctx context.Context) error {
 	inCallback := p.snd.onGoroutine()
 	first := p.closeStarted.CompareAndSwap(false, true)

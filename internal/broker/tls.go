@@ -63,6 +63,10 @@ func tlsError(ctx context.Context, serverName string, err error) error {
 		for _, ip := range hostErr.Certificate.IPAddresses {
 			names = append(names, ip.String())
 		}
+		if len(names) == 0 && hostErr.Certificate.Subject.CommonName == "" {
+			return fmt.Errorf("%w: the broker's certificate names no host at all (no SAN, no CN): reissue it with %q as a DNS or IP subject alternative name (%v)",
+				kerr.ErrTLS, serverName, err)
+		}
 		if len(names) == 0 {
 			// The Java client (JSSE) would fall back to the subject's CN
 			// here; Go, and so kprod, checks only subject alternative

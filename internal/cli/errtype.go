@@ -97,7 +97,7 @@ func stopsTheRun(err error, lastAck *progress, maxBlock time.Duration) bool {
 // last before a run stops for it.
 const stallAfter = 10 * time.Second
 
-// progress is when a record was last acknowledged.
+// progress is when a record was last acknowledged (or the run started).
 type progress struct{ at atomic.Int64 } // unix nanos; 0: never
 
 func (p *progress) mark() { p.at.Store(time.Now().UnixNano()) }

@@ -124,6 +124,7 @@ func TestStopsTheRun(t *testing.T) {
 		want     bool
 	}{
 		{"full, nothing acknowledged yet", full, &never, time.Second, true},
+		{"full, the run started just now", full, &recent, 10 * time.Millisecond, false},
 		{"full, acknowledged just now", full, &recent, 20 * time.Millisecond, false},
 		{"full, last acknowledged a minute ago", full, &old, 20 * time.Millisecond, true},
 		{"full, within a long max.block.ms", full, &old, 2 * time.Minute, false},

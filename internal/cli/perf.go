@@ -168,6 +168,7 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	start := time.Now()
 	r := &perfRun{total: newStats(start), maxBlock: cfg.MaxBlock}
+	r.lastAck.mark() // the stall clock starts with the run
 	rep := startReporter(r, c.numRecords, time.Duration(c.reportingMs)*time.Millisecond, out, stderr)
 	interrupted := c.produce(ctx, p, r, newPayloadGen(c, payloads))
 	closeErr := closeProducer(ctx, p, cfg.DeliveryTimeout)

@@ -154,6 +154,7 @@ func (c *produceCmd) run(ctx context.Context, args []string, stdin io.Reader, st
 	rr := startRecordReader(stdin, []byte(delim), cfg.MaxRequestSize)
 
 	r := &produceRun{maxBlock: cfg.MaxBlock}
+	r.lastAck.mark() // the stall clock starts with the run
 	send := func(sctx context.Context, l inLine) {
 		what := fmt.Sprintf("record %d", l.n)
 		if delim == "\n" {
