@@ -2,6 +2,7 @@ package kprod
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -19,11 +20,14 @@ import (
 // a failed append) but never the other way round; accumulator.mu (the
 // registries) is never held while taking a partq.mu.
 type accumulator struct {
-	pool       *bufferPool
-	batchSize  int
-	lingerNs   int64
-	codecOpts  recbatch.SealOptions // compression for sealing; sequence fields unused
-	compressed bool                 // codecOpts compresses: batches are sized by estimate
+	pool      *bufferPool
+	batchSize int
+	// stickyBytes is the sticky partitioner's batch.size (Java's
+	// stickyBatchSize): what goes to a partition before it may switch.
+	stickyBytes int
+	lingerNs    int64
+	codecOpts   recbatch.SealOptions // compression for sealing; sequence fields unused
+	compressed  bool                 // codecOpts compresses: batches are sized by estimate
 
 	mu     sync.Mutex                             // serializes registry updates
 	topics atomic.Pointer[map[string]*topicState] // copy on write
@@ -172,19 +176,6 @@ type partq struct {
 	txnGen atomic.Uint64
 }
 
-// allBatchesFull is Java's RecordAccumulator.allBatchesFull: no batch of
-// the partition takes more records (none is queued, or the last one is
-// full).
-func (q *partq) allBatchesFull() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.batches) == 0 {
-		return true
-	}
-	b := q.batches[len(q.batches)-1]
-	return b.full || b.bld.IsFull(b.limit)
-}
-
 // batch is the seeds' ProducerBatch: a pooled buffer being filled in
 // record-batch v2 format, the records' callbacks, and delivery state.
 type batch struct {
@@ -239,8 +230,9 @@ type pending struct {
 
 func newAccumulator(pool *bufferPool, batchSize int, linger time.Duration, seal recbatch.SealOptions, wake func()) *accumulator {
 	a := &accumulator{pool: pool, batchSize: batchSize, lingerNs: int64(linger), codecOpts: seal, wake: wake,
-		compressed: seal.Compressor != nil && seal.Compressor.Codec() != recbatch.None,
-		incomplete: map[*batch]struct{}{}}
+		stickyBytes: min(max(batchSize, 1), maxStickyBatchSize),
+		compressed:  seal.Compressor != nil && seal.Compressor.Codec() != recbatch.None,
+		incomplete:  map[*batch]struct{}{}}
 	a.topics.Store(&map[string]*topicState{})
 	a.parts.Store(&[]*partq{})
 	return a
@@ -300,8 +292,12 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 // The record is encoded into the batch buffer here, on the caller's
 // goroutine, so the sender only has to seal. lastFull reports whether the
 // batch it went into takes no more records (for the sticky partitioner).
-func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration) (lastFull bool, err error) {
-	if ok, full := a.tryAppend(q, r, ts, cb, recSize); ok {
+func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool) (lastFull bool, err error) {
+	ok, full, switchFirst := a.tryAppend(q, r, ts, cb, recSize, sticky)
+	if switchFirst {
+		return false, errSwitchSticky
+	}
+	if ok {
 		return full, nil
 	}
 	limit := max(a.batchSize, recSize+recbatch.HeaderSize)
@@ -375,11 +371,37 @@ func (a *accumulator) newBatchSize(t *topicState, limit int) (size int, ratio fl
 	return size, ratio
 }
 
-func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) (ok, lastFull bool) {
+func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, sticky bool) (ok, lastFull, switchFirst bool) {
 	q.mu.Lock()
+	if sticky && a.stickySwitchDueLocked(q) {
+		q.mu.Unlock()
+		return false, false, true
+	}
 	ok, lastFull = a.tryAppendLocked(q, r, ts, cb, recSize)
 	q.mu.Unlock()
-	return ok, lastFull
+	return ok, lastFull, false
+}
+
+// errSwitchSticky tells Send to move the sticky partition on before it
+// appends; never returned to a user.
+var errSwitchSticky = errors.New("kprod: the sticky partition must switch before this append")
+
+// stickySwitchDueLocked is Java's RecordAccumulator.partitionChanged,
+// under q.mu like the append that follows it: the topic's sticky
+// partition is no longer q's (another Send switched it), or batch.size
+// bytes went to q and no batch of it takes records any more (none is
+// queued, or the last is full: allBatchesFull), say because linger.ms
+// sent its last batch before it filled. One atomic load when neither.
+func (a *accumulator) stickySwitchDueLocked(q *partq) bool {
+	cur, produced := stickyUnpack(q.topic.sticky.Load())
+	if cur != q.partition {
+		return true
+	}
+	if produced < a.stickyBytes {
+		return false
+	}
+	n := len(q.batches)
+	return n == 0 || q.batches[n-1].full || q.batches[n-1].bld.IsFull(q.batches[n-1].limit)
 }
 
 func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) (ok, lastFull bool) {

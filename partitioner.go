@@ -173,9 +173,10 @@ func (p *Producer) userPartition(mt *cluster.Topic, r *Record, n int32) (part in
 // which the Java client calls after each append under the partition's
 // deque lock: switch after batch.size bytes if the partition's last batch
 // takes no more records, and after 2 × batch.size bytes in any case; and
-// stickyBeforeAppend is the check Java makes before each append
-// (partitionChanged): past batch.size bytes, switch if no batch of the
-// partition takes records any more (they were sent meanwhile).
+// accumulator.stickySwitchDueLocked is the check Java makes before each
+// append, under the same partition lock as the append (partitionChanged):
+// past batch.size bytes, switch if no batch of the partition takes
+// records any more (they were sent meanwhile).
 // Concurrent Sends may each append once more to a partition being
 // switched away from, as in Java; the count is then slightly off, never
 // the switch itself.
@@ -222,26 +223,20 @@ func (p *Producer) stickyAppended(t *topicState, mt *cluster.Topic, part int32, 
 	t.sticky.CompareAndSwap(v, stickyPack(p.nextPartition(t, mt, drawRandom()), 0))
 }
 
-// stickyBeforeAppend is the check Java's RecordAccumulator.partitionChanged
-// makes before every append: once batch.size bytes went to the sticky
-// partition, it switches as soon as the partition has no batch open
-// (every batch full, or all of them sent — say by linger.ms before the
-// last one filled), instead of opening a new batch there and waiting for
-// 2 × batch.size. One atomic load unless that many bytes went to it.
-func (p *Producer) stickyBeforeAppend(t *topicState, mt *cluster.Topic, part int32) int32 {
+// stickySwitch moves the topic's sticky partition on from part, which
+// the accumulator found due for a switch before an append
+// (accumulator.stickySwitchDueLocked), and returns the partition to
+// append to: the next one drawn, or whichever another Send switched to
+// meanwhile.
+func (p *Producer) stickySwitch(t *topicState, mt *cluster.Topic, part int32) int32 {
 	v := t.sticky.Load()
-	cur, produced := stickyUnpack(v)
-	if cur != part || produced < min(max(p.cfg.BatchSize, 1), maxStickyBatchSize) {
-		return part
+	if cur, _ := stickyUnpack(v); cur == part {
+		next := p.nextPartition(t, mt, drawRandom())
+		if t.sticky.CompareAndSwap(v, stickyPack(next, 0)) {
+			return next
+		}
 	}
-	if !p.acc.queue(t, part).allBatchesFull() {
-		return part
-	}
-	next := p.nextPartition(t, mt, drawRandom())
-	if t.sticky.CompareAndSwap(v, stickyPack(next, 0)) {
-		return next
-	}
-	return p.stickyCurrent(t, mt) // switched meanwhile by another Send
+	return p.stickyCurrent(t, mt)
 }
 
 // drawRandom is Java's BuiltInPartitioner.randomPartition:

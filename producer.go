@@ -260,9 +260,6 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 	// Decided before the append: once the record is in a batch, its
 	// callback may run (and its owner reuse it) before Send returns.
 	sticky := p.sticky(r)
-	if sticky {
-		part = p.stickyBeforeAppend(t, mt, part)
-	}
 	q := p.acc.queue(t, part)
 	maxBlock := p.cfg.MaxBlock
 	if waited {
@@ -273,10 +270,10 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 		if err := p.txn.beginSend(r.Topic); err != nil {
 			return err
 		}
-		lastFull, err = p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock)
+		part, lastFull, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)
 		p.txn.appendMu.RUnlock()
 	} else {
-		lastFull, err = p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock)
+		part, lastFull, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)
 	}
 	if err != nil {
 		return fmt.Errorf("cannot buffer the record for %s[%d]: %w", r.Topic, part, err)
@@ -292,6 +289,22 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 		p.stickyAppended(t, mt, part, n, lastFull)
 	}
 	return nil
+}
+
+// appendTo appends r to partition part (queue q). A sticky record whose
+// partition must change first (errSwitchSticky: Java's partitionChanged)
+// goes to the next sticky partition instead; appendTo returns the
+// partition the record went to.
+func (p *Producer) appendTo(ctx context.Context, t *topicState, mt *cluster.Topic, q *partq, part int32, r *Record, ts int64,
+	cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool) (int32, bool, error) {
+	for {
+		lastFull, err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock, sticky)
+		if err != errSwitchSticky {
+			return part, lastFull, err
+		}
+		part = p.stickySwitch(t, mt, part)
+		q = p.acc.queue(t, part)
+	}
 }
 
 // waitMetadata waits, up to max.block.ms, for the topic's metadata and,
