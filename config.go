@@ -517,10 +517,11 @@ func (e *ConfigError) Error() string {
 
 func (e *ConfigError) Unwrap() error { return kerr.ErrInvalidConfig }
 
-// zeroHint is added to errors caused by a field left at its Go zero value
-// when that value is not valid: the likely cause is a Config built without
-// DefaultConfig.
-const zeroHint = " (this is the Go zero value: start from kprod.DefaultConfig() and change only the fields you need)"
+// zeroHint is added to errors caused by a field at its Go zero value when
+// that value is not valid: the likely cause is a Config built without
+// DefaultConfig, though the value may also have been set to 0 on purpose
+// (a properties file), so the hint says "if".
+const zeroHint = " (this is also the Go zero value: if you built the Config by hand, start from kprod.DefaultConfig() and change only the fields you need)"
 
 func invalid(prop, value, reason string) *ConfigError {
 	if isSecret(prop) && value != "" {
