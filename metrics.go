@@ -1,6 +1,7 @@
 package kprod
 
 import (
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -178,15 +179,15 @@ type topicMetrics struct {
 
 // stat is a running average and maximum with a single writer.
 type stat struct {
-	sum, n atomic.Int64 // sum in thousandths, to keep ratios precise
-	max    atomic.Int64 // thousandths
+	sum atomic.Uint64 // float64 bits: no overflow however long it runs
+	n   atomic.Int64
+	max atomic.Int64 // thousandths
 }
 
 func (s *stat) record(v float64) {
-	x := int64(v * 1000)
-	s.sum.Add(x)
+	s.sum.Store(math.Float64bits(math.Float64frombits(s.sum.Load()) + v))
 	s.n.Add(1)
-	if x > s.max.Load() {
+	if x := int64(v * 1000); x > s.max.Load() {
 		s.max.Store(x)
 	}
 }
@@ -196,7 +197,7 @@ func (s *stat) avg() float64 {
 	if n == 0 {
 		return 0
 	}
-	return float64(s.sum.Load()) / 1000 / float64(n)
+	return math.Float64frombits(s.sum.Load()) / float64(n)
 }
 
 func (s *stat) maxValue() float64 { return float64(s.max.Load()) / 1000 }

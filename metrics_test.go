@@ -24,7 +24,8 @@ func TestMetrics(t *testing.T) {
 	if err := p.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// A record that fails before it is buffered is not "sent".
+	// A record that fails before it is buffered is not "sent", but it is
+	// an error (Java's send records it in the errors sensor).
 	p.Send(context.Background(), &Record{Topic: "t", Value: make([]byte, 2<<20)}, nil)
 
 	m := p.Metrics()
@@ -34,8 +35,8 @@ func TestMetrics(t *testing.T) {
 	if m.RecordRetryTotal == 0 || m.Topics["t"].RecordRetryTotal != m.RecordRetryTotal {
 		t.Fatalf("record-retry-total %d after two failed produce requests", m.RecordRetryTotal)
 	}
-	if m.RecordErrorTotal != 0 {
-		t.Fatalf("record-error-total %d, want 0", m.RecordErrorTotal)
+	if m.RecordErrorTotal != 1 || m.Topics["t"].RecordErrorTotal != 0 {
+		t.Fatalf("record-error-total %d (topic %d), want 1 (0): the too-large record", m.RecordErrorTotal, m.Topics["t"].RecordErrorTotal)
 	}
 	if m.RecordSizeAvg < 100 || m.RecordSizeAvg > 120 || m.RecordSizeMax < m.RecordSizeAvg {
 		t.Fatalf("record-size-avg %.1f max %.1f for 100-byte values", m.RecordSizeAvg, m.RecordSizeMax)

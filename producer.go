@@ -164,6 +164,9 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error))
 		r, cb = p.intercept(r, cb)
 	}
 	if err := p.send(ctx, r, cb); err != nil {
+		// As Java's send: a record that fails before it is buffered
+		// counts in record-error-total (not in record-send-total).
+		p.metrics.errors.Add(1)
 		if p.txn != nil {
 			p.txn.sendFailed(r, err)
 		}
