@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/kprod/kprod/internal/cluster"
+	"github.com/kprod/kprod/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -112,4 +114,72 @@ func TestLeaderHintIgnoredWhenStale(t *testing.T) {
 type leaderHintCase struct {
 	leader, epoch int32
 	noHint        bool
+}
+
+// A topic deleted and recreated under the same name gets a new topic id:
+// Produce v13 names topics by id, so the broker refuses the old one until
+// the producer's metadata has the new one. That answer refreshes
+// metadata, and the record goes to the new topic instead of waiting out
+// delivery.timeout.ms for metadata.max.age.ms. (kfake answers
+// UNKNOWN_TOPIC_OR_PARTITION; Kafka answers UNKNOWN_TOPIC_ID, which
+// TestLeaderMovedCodes covers.)
+func TestTopicRecreatedMeanwhile(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	cfg.RetryBackoff, cfg.RetryBackoffMax = 20*time.Millisecond, 100*time.Millisecond
+	cfg.RequestTimeout, cfg.DeliveryTimeout = 5*time.Second, 15*time.Second
+	cfg.Acks, cfg.EnableIdempotence = AcksLeader, new(false) // the plainest path: nothing but the retry
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.TopicNames = []string{"t"}
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr("t")
+	del.Topics = append(del.Topics, dt)
+	del.TimeoutMillis = 5000
+	if resp, err := del.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("DeleteTopics: %v %+v", err, resp)
+	}
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "t", 1, 1
+	create.Topics = append(create.Topics, ct)
+	create.TimeoutMillis = 5000
+	if resp, err := create.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreateTopics: %v %+v", err, resp)
+	}
+	start := time.Now()
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("new")}); err != nil {
+		t.Fatalf("a record to the recreated topic: %v", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("the record to the recreated topic took %v", el)
+	}
+}
+
+// The produce errors after which metadata is refreshed before a retry are
+// Java's InvalidMetadataExceptions.
+func TestLeaderMovedCodes(t *testing.T) {
+	for _, be := range []*kerr.BrokerError{
+		kerr.NotLeaderOrFollower, kerr.LeaderNotAvailable, kerr.UnknownTopicOrPartition,
+		kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch, kerr.KafkaStorageError,
+		kerr.UnknownTopicID, kerr.InconsistentTopicID, kerr.NetworkException, kerr.ReplicaNotAvailable,
+	} {
+		if !leaderMoved(be) {
+			t.Errorf("%s does not refresh metadata", be.Name)
+		}
+	}
+	for _, be := range []*kerr.BrokerError{kerr.NotEnoughReplicas, kerr.RequestTimedOut, kerr.CorruptMessage} {
+		if leaderMoved(be) {
+			t.Errorf("%s refreshes metadata", be.Name)
+		}
+	}
 }

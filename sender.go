@@ -61,7 +61,19 @@ type produceResult struct {
 	batches []*batch
 	resp    kmsg.Response
 	err     error
-	sentAt  time.Time // for request-latency
+	sentAt  time.Time           // for request-latency
+	ids     map[[16]byte]string // topic id → name, as sent (Produce v13)
+}
+
+// topicIDs maps the ids of a request's topics to their names.
+func topicIDs(topics map[string]*cluster.Topic) map[[16]byte]string {
+	ids := make(map[[16]byte]string, len(topics))
+	for name, mt := range topics {
+		if mt != nil {
+			ids[mt.ID] = name
+		}
+	}
+	return ids
 }
 
 func newSender(p *Producer) *sender {
@@ -341,7 +353,7 @@ func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[s
 			}
 		}
 	}
-	res := &produceResult{broker: leader, batches: bs, sentAt: time.Now()}
+	res := &produceResult{broker: leader, batches: bs, sentAt: time.Now(), ids: topicIDs(topics)}
 	noResp := p.cfg.Acks == AcksNone
 	if s.txn.on {
 		s.txnProduce(req)
@@ -432,12 +444,6 @@ func (s *sender) handle(r *produceResult) {
 		// must not send to that broker until the time has passed.
 		s.throttled[r.broker] = now.Add(time.Duration(resp.ThrottleMillis) * time.Millisecond)
 	}
-	names := map[[16]byte]string{}
-	for _, b := range r.batches {
-		if mt := p.cl.Snapshot().Topics[b.q.topic.name]; mt != nil {
-			names[mt.ID] = mt.Name
-		}
-	}
 	answered := make(map[*batch]bool, len(r.batches))
 	refresh := false
 	var hints []cluster.LeaderHint
@@ -445,7 +451,9 @@ func (s *sender) handle(r *produceResult) {
 	for _, t := range resp.Topics {
 		name := t.Topic
 		if name == "" {
-			name = names[t.TopicID]
+			// By the ids the request was sent with, not the current
+			// metadata's: a topic recreated meanwhile has a new id.
+			name = r.ids[t.TopicID]
 		}
 		for _, rp := range t.Partitions {
 			b := findBatch(r.batches, name, rp.Partition)
@@ -567,7 +575,11 @@ func leaderEpoch(snap *cluster.Snapshot, b *batch) int32 {
 func leaderMoved(be *kerr.BrokerError) bool {
 	switch be.Code {
 	case kerr.NotLeaderOrFollower.Code, kerr.LeaderNotAvailable.Code, kerr.UnknownTopicOrPartition.Code,
-		kerr.FencedLeaderEpoch.Code, kerr.UnknownLeaderEpoch.Code, kerr.KafkaStorageError.Code:
+		kerr.FencedLeaderEpoch.Code, kerr.UnknownLeaderEpoch.Code, kerr.KafkaStorageError.Code,
+		// Java's other InvalidMetadataExceptions: the topic was deleted
+		// and recreated (Produce v13 names it by id), or the replica set
+		// is in flux.
+		kerr.UnknownTopicID.Code, kerr.InconsistentTopicID.Code, kerr.NetworkException.Code, kerr.ReplicaNotAvailable.Code:
 		return true
 	}
 	return false
