@@ -208,11 +208,14 @@ type batch struct {
 	// renumbered: the batch's sequence was restarted by an epoch bump
 	// (Java's sequenceHasBeenReset).
 	renumbered bool
-	sent       bool  // written to a broker at least once
-	lastErr    error // of the last failed attempt
-	retryAt    time.Time
-	inFlight   bool // in a request not yet answered
-	completed  bool // callbacks have run
+	// recErrs are the records the broker named as invalid when it
+	// refused the batch (by index), for their callbacks.
+	recErrs   map[int32]error
+	sent      bool  // written to a broker at least once
+	lastErr   error // of the last failed attempt
+	retryAt   time.Time
+	inFlight  bool // in a request not yet answered
+	completed bool // callbacks have run
 	// parent is the batch this one is a part of (split.go); outstanding
 	// counts the parts of a split batch not yet complete. A split batch
 	// stays incomplete, for Flush, until its last part completes.

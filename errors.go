@@ -35,6 +35,10 @@ var (
 	// ErrAborted: the record was still buffered or in flight when Close's
 	// context ended; it may or may not have been written.
 	ErrAborted = kerr.ErrAborted
+	// ErrBatchRejected: the record was valid, but the broker refused its
+	// batch for another record of it (whose callback gets the broker's
+	// error, e.g. INVALID_RECORD with its message); send it again.
+	ErrBatchRejected = kerr.ErrBatchRejected
 	// ErrInCallback: Flush, SendSync, CommitTransaction or
 	// AbortTransaction was called from a callback, which runs on the
 	// goroutine that delivers records; call it from another goroutine.

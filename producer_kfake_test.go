@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -196,6 +197,50 @@ func produceResp(req *kmsg.ProduceRequest, code int16, fail func(topic string, p
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp
+}
+
+// A batch refused for some of its records (record_errors, KIP-467):
+// those records get the broker's error with their own message; the
+// others, refused with them though valid, get ErrBatchRejected and can be
+// sent again (as Java's "part of a batch which had one or more invalid
+// records").
+func TestRecordErrorsNameTheInvalidRecord(t *testing.T) {
+	c := newFake(t, 1)
+	var once atomic.Bool
+	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if once.Swap(true) {
+			return nil, nil, false
+		}
+		resp := produceResp(r.(*kmsg.ProduceRequest), kerr.InvalidRecord.Code, nil)
+		rp := &resp.Topics[0].Partitions[0]
+		rp.ErrorMessage = kmsg.StringPtr("One or more records have been rejected")
+		re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+		re.RelativeOffset, re.ErrorMessage = 1, kmsg.StringPtr("Compacted topic cannot accept message without key")
+		rp.ErrorRecords = append(rp.ErrorRecords, re)
+		return resp, nil, true
+	})
+	cfg := testConfig(c)
+	cfg.Linger = time.Hour // one batch of three
+	p := newTestProducer(t, cfg)
+	o := newOutcomes(t)
+	recs := make([]*Record, 3)
+	for i := range recs {
+		recs[i] = &Record{Topic: "t", Value: []byte{byte('a' + i)}}
+		p.Send(context.Background(), recs[i], o.cb())
+	}
+	if err := p.Flush(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	o.wait(t, 10*time.Second)
+	if err := o.errs[recs[1]]; !errors.Is(err, kerr.InvalidRecord) || !strings.Contains(err.Error(), "without key") {
+		t.Errorf("the invalid record: %v, want INVALID_RECORD with its own message", err)
+	}
+	for _, r := range []*Record{recs[0], recs[2]} {
+		if err := o.errs[r]; !errors.Is(err, ErrBatchRejected) || errors.Is(err, kerr.InvalidRecord) {
+			t.Errorf("a valid record of the batch: %v, want ErrBatchRejected (and not INVALID_RECORD)", err)
+		}
+	}
 }
 
 func TestRetriableErrorsRecover(t *testing.T) {

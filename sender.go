@@ -490,6 +490,9 @@ func (s *sender) handle(r *produceResult) {
 			if s.idemOn && !b.completed {
 				retriable = s.idempotentRetry(b, &rp, be)
 			}
+			if !retriable && len(rp.ErrorRecords) > 0 {
+				b.recErrs = recordErrors(r.broker, name, &rp, be, msg)
+			}
 			s.retryOrFail(b, now, err, retriable)
 		}
 	}
@@ -505,6 +508,22 @@ func (s *sender) handle(r *produceResult) {
 	if refresh {
 		p.cl.RequestRefresh()
 	}
+}
+
+// recordErrors are the records a produce response names as the cause of
+// its partition's error (record_errors, Produce v8+, KIP-467), each with
+// the broker's error and that record's own message when it gave one, by
+// index in the batch.
+func recordErrors(broker int32, topic string, rp *kmsg.ProduceResponseTopicPartition, be *kerr.BrokerError, msg string) map[int32]error {
+	errs := make(map[int32]error, len(rp.ErrorRecords))
+	for _, re := range rp.ErrorRecords {
+		m := msg
+		if re.ErrorMessage != nil && *re.ErrorMessage != "" {
+			m = *re.ErrorMessage
+		}
+		errs[re.RelativeOffset] = &kerr.ResponseError{Err: be, Message: m, Broker: broker, Topic: topic, Partition: rp.Partition}
+	}
+	return errs
 }
 
 // leaderHint is the partition's new leader that a NOT_LEADER_OR_FOLLOWER
@@ -761,7 +780,17 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 				r.Timestamp = time.UnixMilli(logAppendTime)
 			}
 		}
-		pr.cb(r, err)
+		e := err
+		if err != nil && b.recErrs != nil {
+			// The broker named the invalid records: they get its error,
+			// the others were refused with them (as in Java).
+			if re, ok := b.recErrs[int32(i)]; ok {
+				e = re
+			} else {
+				e = fmt.Errorf("%w: %s[%d]: its batch was refused (%v); send this record again", kerr.ErrBatchRejected, b.q.topic.name, part, err)
+			}
+		}
+		pr.cb(r, e)
 		*pr = pending{}
 	}
 	s.p.acc.finish(b)

@@ -90,6 +90,12 @@ var (
 	// record fails with it until the producer is closed and a new one made.
 	ErrFatal = errors.New("kprod: producer is in a fatal state")
 
+	// ErrBatchRejected: the broker refused the record's batch because
+	// another record of it was invalid (the response names that one,
+	// which gets the broker's error); this record was not written and
+	// can be sent again.
+	ErrBatchRejected = errors.New("kprod: not written: another record of its batch was invalid")
+
 	// ErrInCallback: a call that waits for records to be delivered
 	// (Flush, SendSync, CommitTransaction, AbortTransaction) was made from
 	// a callback, which runs on the goroutine that delivers them and
