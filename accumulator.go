@@ -210,12 +210,16 @@ type batch struct {
 	renumbered bool
 	// recErrs are the records the broker named as invalid when it
 	// refused the batch (by index), for their callbacks.
-	recErrs   map[int32]error
-	sent      bool  // written to a broker at least once
-	lastErr   error // of the last failed attempt
-	retryAt   time.Time
-	inFlight  bool // in a request not yet answered
-	completed bool // callbacks have run
+	recErrs map[int32]error
+	// leaderEpoch is the partition's leader epoch in the metadata the
+	// batch was last sent by: the callback's LeaderEpoch, the epoch the
+	// record was written under, even if leadership moved since.
+	leaderEpoch int32
+	sent        bool  // written to a broker at least once
+	lastErr     error // of the last failed attempt
+	retryAt     time.Time
+	inFlight    bool // in a request not yet answered
+	completed   bool // callbacks have run
 	// parent is the batch this one is a part of (split.go); outstanding
 	// counts the parts of a split batch not yet complete. A split batch
 	// stays incomplete, for Flush, until its last part completes.

@@ -59,8 +59,10 @@ func TestLeaderHintFromProduceResponse(t *testing.T) {
 
 	const n = 100
 	o := newOutcomes(t)
-	for range n {
-		p.Send(ctx, (&Record{Topic: "t", Value: []byte("after")}).ToPartition(0), o.cb())
+	recs := make([]*Record, n)
+	for i := range recs {
+		recs[i] = (&Record{Topic: "t", Value: []byte("after")}).ToPartition(0)
+		p.Send(ctx, recs[i], o.cb())
 	}
 	o.wait(t, 15*time.Second)
 	if ok, failed := o.errCount(); ok != n {
@@ -69,6 +71,14 @@ func TestLeaderHintFromProduceResponse(t *testing.T) {
 	}
 	if got := p.cl.Snapshot().Leader("t", 0); got != newLeader {
 		t.Fatalf("the producer's metadata has leader %d for t[0], want %d from the produce response", got, newLeader)
+	}
+	// Each callback names the leader epoch its record was written under:
+	// the new leader's.
+	newEpoch := p.cl.Snapshot().Topics["t"].Partitions[0].LeaderEpoch
+	for _, r := range recs {
+		if r.LeaderEpoch != newEpoch || newEpoch <= oldEpoch {
+			t.Fatalf("a record written by the new leader reports leader epoch %d, want %d (the old one was %d)", r.LeaderEpoch, newEpoch, oldEpoch)
+		}
 	}
 }
 

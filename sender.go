@@ -323,6 +323,7 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 		d.bs = append(d.bs, b)
 		d.bytes += len(b.wire)
 		d.topics[q.topic.name] = snap.Topics[q.topic.name]
+		b.leaderEpoch = leaderEpoch(snap, b) // the leader it goes to, for the callback
 	}
 	if needMeta {
 		p.cl.RequestRefresh()
@@ -737,7 +738,7 @@ func (s *sender) succeed(b *batch, baseOffset, logAppendTime int64) {
 		s.p.acc.release(b)
 		return
 	}
-	s.complete(b, baseOffset, logAppendTime, leaderEpoch(s.p.cl.Snapshot(), b), nil)
+	s.complete(b, baseOffset, logAppendTime, b.leaderEpoch, nil)
 }
 
 // complete runs every callback of a batch, in offset order, and frees it.
