@@ -177,8 +177,8 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error))
 // SendSync sends a record and waits for its outcome. On success r holds
 // its partition, offset and timestamp.
 func (p *Producer) SendSync(ctx context.Context, r *Record) error {
-	if p.snd.onGoroutine() {
-		return fmt.Errorf("%w: SendSync waits for the record's callback, which would run on this very goroutine; use Send", kerr.ErrInCallback)
+	if err := p.refuseInCallback("SendSync", "the record's callback (Send does not)"); err != nil {
+		return err
 	}
 	ch := make(chan error, 1)
 	p.Send(ctx, r, func(_ *Record, err error) { ch <- err })
@@ -358,9 +358,8 @@ func (p *Producer) waitMetadata(callerCtx context.Context, r *Record, start time
 // Flush sends every record buffered before the call at once (ignoring
 // linger.ms) and returns when each has its outcome, or when ctx ends.
 func (p *Producer) Flush(ctx context.Context) error {
-	if p.snd.onGoroutine() {
-		// As Java's flush: the records' outcomes come on this goroutine.
-		return fmt.Errorf("%w: Flush waits for callbacks, which run on the goroutine this callback runs on; call it from another goroutine", kerr.ErrInCallback)
+	if err := p.refuseInCallback("Flush", "the records' callbacks"); err != nil {
+		return err // as Java's flush
 	}
 	p.acc.flushes.Add(1)
 	defer p.acc.flushes.Add(-1)
@@ -374,6 +373,17 @@ func (p *Producer) Flush(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// refuseInCallback is the error of a call that waits for deliveries (op,
+// which waits for what) when it is made inside a callback: callbacks run
+// on the sender goroutine, which would then wait for itself. nil
+// anywhere else.
+func (p *Producer) refuseInCallback(op, waitsFor string) error {
+	if !p.snd.onGoroutine() {
+		return nil
+	}
+	return fmt.Errorf("%w: %s waits for %s, and callbacks run on the goroutine this call was made on; call it from another goroutine", kerr.ErrInCallback, op, waitsFor)
 }
 
 // Close stops accepting records (Send then fails with ErrClosed), sends

@@ -229,8 +229,8 @@ func (tp *TypedProducer[K, V]) Send(ctx context.Context, r *TypedRecord[K, V], c
 // SendSync sends a record and waits for its outcome. On success r holds
 // its partition, offset and timestamp.
 func (tp *TypedProducer[K, V]) SendSync(ctx context.Context, r *TypedRecord[K, V]) error {
-	if tp.p.snd.onGoroutine() {
-		return fmt.Errorf("%w: SendSync waits for the record's callback, which would run on this very goroutine; use Send", kerr.ErrInCallback)
+	if err := tp.p.refuseInCallback("SendSync", "the record's callback (Send does not)"); err != nil {
+		return err
 	}
 	ch := make(chan error, 1)
 	tp.Send(ctx, r, func(_ *TypedRecord[K, V], err error) { ch <- err })

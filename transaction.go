@@ -435,8 +435,8 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if p.snd.onGoroutine() {
-		return fmt.Errorf("%w: CommitTransaction waits for the transaction's records, whose callbacks run on this very goroutine; call it from another goroutine", kerr.ErrInCallback)
+	if err := p.refuseInCallback("CommitTransaction", "the callbacks of the transaction's records"); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
 	defer cancel()
@@ -490,8 +490,8 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if p.snd.onGoroutine() {
-		return fmt.Errorf("%w: AbortTransaction waits for the records in flight, whose callbacks run on this very goroutine; call it from another goroutine", kerr.ErrInCallback)
+	if err := p.refuseInCallback("AbortTransaction", "the callbacks of the records in flight"); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
 	defer cancel()
