@@ -52,6 +52,13 @@ const (
 	CompressionZstd   = "zstd"
 )
 
+// Metadata recovery strategies, the values of
+// Config.MetadataRecoveryStrategy (metadata.recovery.strategy).
+const (
+	MetadataRecoveryRebootstrap = "rebootstrap"
+	MetadataRecoveryNone        = "none"
+)
+
 // Security protocols, the values of Config.SecurityProtocol
 // (security.protocol): PLAINTEXT, TLS (SSL), SASL without TLS and SASL
 // over TLS.
@@ -232,6 +239,21 @@ type Config struct {
 	// MetadataMaxIdle: metadata of a topic not produced to for this long
 	// is dropped (metadata.max.idle.ms). Default 5m, at least 5s.
 	MetadataMaxIdle time.Duration
+
+	// MetadataRecoveryStrategy is what the producer does when the brokers
+	// the metadata named stop answering (metadata.recovery.strategy):
+	// MetadataRecoveryRebootstrap (the default, as in Java 4.x) asks the
+	// bootstrap.servers addresses for metadata again, resolving their
+	// names anew; MetadataRecoveryNone keeps asking the known brokers.
+	// A rebootstrap happens when none of the known brokers answered a
+	// metadata refresh, when one answers REBOOTSTRAP_REQUIRED, or when
+	// refreshes have failed for MetadataRecoveryRebootstrapTrigger.
+	MetadataRecoveryStrategy string
+
+	// MetadataRecoveryRebootstrapTrigger: metadata refreshes failing for
+	// this long cause a rebootstrap
+	// (metadata.recovery.rebootstrap.trigger.ms). Default 5m.
+	MetadataRecoveryRebootstrapTrigger time.Duration
 
 	// ConnectionsMaxIdle closes connections idle for this long
 	// (connections.max.idle.ms). Default 9m. Negative (Java: -1) never
@@ -480,6 +502,8 @@ func DefaultConfig() Config {
 		PartitionerAvailabilityTimeout:     0,
 		MetadataMaxAge:                     5 * time.Minute,
 		MetadataMaxIdle:                    5 * time.Minute,
+		MetadataRecoveryStrategy:           MetadataRecoveryRebootstrap,
+		MetadataRecoveryRebootstrapTrigger: 5 * time.Minute,
 		ConnectionsMaxIdle:                 9 * time.Minute,
 		ReconnectBackoff:                   50 * time.Millisecond,
 		ReconnectBackoffMax:                1000 * time.Millisecond,
@@ -686,6 +710,7 @@ func (c *Config) validateBounds() error {
 		intBound("max.in.flight.requests.per.connection", int64(c.MaxInFlight), 1, math.MaxInt32, "must be >= 1"),
 		durBound("metadata.max.age.ms", c.MetadataMaxAge, 0, anyDur, "must be >= 0"),
 		durBound("metadata.max.idle.ms", c.MetadataMaxIdle, minMetadataMaxIdle, anyDur, "must be at least 5000 ms"),
+		durBound("metadata.recovery.rebootstrap.trigger.ms", c.MetadataRecoveryRebootstrapTrigger, 0, anyDur, "must be >= 0"),
 		durBound("reconnect.backoff.ms", c.ReconnectBackoff, 0, anyDur, "must be >= 0"),
 		durBound("reconnect.backoff.max.ms", c.ReconnectBackoffMax, 0, anyDur, "must be >= 0"),
 		durBound("socket.connection.setup.timeout.ms", c.SocketConnectionSetupTimeout, time.Millisecond, anyDur, "must be at least 1 ms"),
@@ -723,6 +748,15 @@ func (c *Config) validateBounds() error {
 			reason += zeroHint
 		}
 		return invalid("compression.type", c.CompressionType, reason)
+	}
+	switch c.MetadataRecoveryStrategy {
+	case MetadataRecoveryRebootstrap, MetadataRecoveryNone:
+	default:
+		reason := `must be "rebootstrap" or "none"`
+		if c.MetadataRecoveryStrategy == "" {
+			reason += zeroHint
+		}
+		return invalid("metadata.recovery.strategy", c.MetadataRecoveryStrategy, reason)
 	}
 	if c.TransactionalID != "" && c.TransactionTimeout < time.Millisecond {
 		return invalid("transaction.timeout.ms", ms(c.TransactionTimeout),

@@ -71,6 +71,8 @@ func TestConfigDefaults(t *testing.T) {
 		AllowAutoCreateTopics:              true,
 		MetadataMaxAge:                     5 * time.Minute,
 		MetadataMaxIdle:                    5 * time.Minute,
+		MetadataRecoveryStrategy:           "rebootstrap",
+		MetadataRecoveryRebootstrapTrigger: 5 * time.Minute,
 		ConnectionsMaxIdle:                 540 * time.Second,
 		ReconnectBackoff:                   50 * time.Millisecond,
 		ReconnectBackoffMax:                1000 * time.Millisecond,
@@ -169,6 +171,9 @@ func TestConfigSetEveryProperty(t *testing.T) {
 		{"partitioner.class", " " + JavaRoundRobinPartitioner + " ", func(c *Config) any { return fmt.Sprintf("%T", c.Partitioner) }, "*kprod.roundRobin"},
 		{"metadata.max.age.ms", "60000", func(c *Config) any { return c.MetadataMaxAge }, time.Minute},
 		{"metadata.max.idle.ms", "5000", func(c *Config) any { return c.MetadataMaxIdle }, 5 * time.Second},
+		{"metadata.recovery.strategy", " NONE ", func(c *Config) any { return c.MetadataRecoveryStrategy }, MetadataRecoveryNone},
+		{"metadata.recovery.strategy", "Rebootstrap", func(c *Config) any { return c.MetadataRecoveryStrategy }, MetadataRecoveryRebootstrap},
+		{"metadata.recovery.rebootstrap.trigger.ms", "0", func(c *Config) any { return c.MetadataRecoveryRebootstrapTrigger }, time.Duration(0)},
 		{"connections.max.idle.ms", "-1", func(c *Config) any { return c.ConnectionsMaxIdle }, -time.Millisecond},
 		{"connections.max.idle.ms", "60000", func(c *Config) any { return c.ConnectionsMaxIdle }, time.Minute},
 		{"reconnect.backoff.ms", "100", func(c *Config) any { return c.ReconnectBackoff }, 100 * time.Millisecond},
@@ -294,6 +299,8 @@ func TestConfigPropertyBadValues(t *testing.T) {
 		{"partitioner.class", "org.apache.kafka.clients.producer.internals.DefaultPartitioner", "removed in Kafka 4.0"},
 		{"metadata.max.age.ms", "-1", ">= 0"},
 		{"metadata.max.idle.ms", "4999", "5000"},
+		{"metadata.recovery.strategy", "reboot", `"rebootstrap" or "none"`},
+		{"metadata.recovery.rebootstrap.trigger.ms", "-1", ">= 0"},
 		{"connections.max.idle.ms", "forever", "Java long"},
 		{"reconnect.backoff.ms", "-1", ">= 0"},
 		{"reconnect.backoff.max.ms", "-1", ">= 0"},
@@ -447,6 +454,7 @@ func TestConfigZeroValue(t *testing.T) {
 		{"compression.lz4.level", func(c *Config) { c.CompressionLz4Level = 0 }},
 		{"compression.gzip.level", func(c *Config) { c.CompressionGzipLevel = 0 }},
 		{"compression.type", func(c *Config) { c.CompressionType = "" }},
+		{"metadata.recovery.strategy", func(c *Config) { c.MetadataRecoveryStrategy = "" }},
 		{"security.protocol", func(c *Config) { c.SecurityProtocol = "" }},
 	} {
 		c := validConfig()
@@ -687,7 +695,6 @@ func TestConfigSetUnknownAndJavaOnly(t *testing.T) {
 		"key.serializer", "value.serializer", "partitioner.class", "interceptor.classes",
 		"metric.reporters", "security.providers", "metrics.sample.window.ms", "metrics.num.samples",
 		"metrics.recording.level", "enable.metrics.push", "client.dns.lookup",
-		"metadata.recovery.strategy", "metadata.recovery.rebootstrap.trigger.ms",
 		"transaction.two.phase.commit.enable", "ssl.keymanager.algorithm",
 		"sasl.login.class", "sasl.kerberos.service.name", "metrics.context.team",
 	}

@@ -116,15 +116,17 @@ func NewProducer(cfg Config) (*Producer, error) {
 		Logger:              log,
 	}
 	cl, err := cluster.New(cluster.Config{
-		Broker:           bcfg,
-		Bootstrap:        cfg.BootstrapServers,
-		MetadataMaxAge:   cfg.MetadataMaxAge,
-		MetadataMaxIdle:  cfg.MetadataMaxIdle,
-		RetryBackoff:     cfg.RetryBackoff,
-		RetryBackoffMax:  cfg.RetryBackoffMax,
-		AutoCreateTopics: cfg.AllowAutoCreateTopics,
-		OnUpdate:         func(*cluster.Snapshot) { p.snd.wake() },
-		Logger:           log,
+		Broker:             bcfg,
+		Bootstrap:          cfg.BootstrapServers,
+		MetadataMaxAge:     cfg.MetadataMaxAge,
+		MetadataMaxIdle:    cfg.MetadataMaxIdle,
+		RetryBackoff:       cfg.RetryBackoff,
+		RetryBackoffMax:    cfg.RetryBackoffMax,
+		AutoCreateTopics:   cfg.AllowAutoCreateTopics,
+		Rebootstrap:        cfg.MetadataRecoveryStrategy == MetadataRecoveryRebootstrap,
+		RebootstrapTrigger: cfg.MetadataRecoveryRebootstrapTrigger,
+		OnUpdate:           func(*cluster.Snapshot) { p.snd.wake() },
+		Logger:             log,
 	})
 	if err != nil {
 		return nil, err

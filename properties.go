@@ -72,6 +72,12 @@ var properties = map[string]setter{
 	"compression.zstd.level":                   int32Field(func(c *Config) *int { return &c.CompressionZstdLevel }),
 	"metadata.max.age.ms":                      msInt64(func(c *Config) *time.Duration { return &c.MetadataMaxAge }),
 	"metadata.max.idle.ms":                     msInt64(func(c *Config) *time.Duration { return &c.MetadataMaxIdle }),
+	"metadata.recovery.rebootstrap.trigger.ms": msInt64(func(c *Config) *time.Duration { return &c.MetadataRecoveryRebootstrapTrigger }),
+	"metadata.recovery.strategy": func(c *Config, name, v string) error {
+		// Java reads the value case-insensitively.
+		c.MetadataRecoveryStrategy = strings.ToLower(strings.TrimSpace(v))
+		return nil
+	},
 	"connections.max.idle.ms":                  msInt64(func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }),
 	"send.buffer.bytes":                        int32Field(func(c *Config) *int { return &c.SendBufferBytes }),
 	"receive.buffer.bytes":                     int32Field(func(c *Config) *int { return &c.ReceiveBufferBytes }),
@@ -173,9 +179,6 @@ var javaOnlyProperties = map[string]string{
 	"auto.include.jmx.reporter": "removed in Kafka 4.0; kprod has no JMX",
 
 	"client.dns.lookup": "kprod always dials every address a bootstrap name resolves to (Java's default, use_all_dns_ips)",
-
-	"metadata.recovery.strategy":               "metadata recovery is not configurable in kprod",
-	"metadata.recovery.rebootstrap.trigger.ms": "metadata recovery is not configurable in kprod",
 
 	// Only false is accepted; see unsupportedValues.
 	"transaction.two.phase.commit.enable": "two-phase commit (KIP-939) is not implemented",
@@ -317,7 +320,6 @@ func javaOnly(name string) bool {
 // 4.x rejects them), interceptor.classes, metric.reporters, security.providers,
 // metrics.sample.window.ms, metrics.num.samples, metrics.recording.level,
 // metrics.context.*, enable.metrics.push, client.dns.lookup,
-// metadata.recovery.strategy, metadata.recovery.rebootstrap.trigger.ms,
 // transaction.two.phase.commit.enable (false only), the JVM-side TLS
 // settings (ssl.keymanager.algorithm, ssl.trustmanager.algorithm,
 // ssl.secure.random.implementation, ssl.provider,

@@ -40,6 +40,14 @@ type Config struct {
 	// (allow.auto.create.topics, default true).
 	AutoCreateTopics bool
 
+	// Rebootstrap (metadata.recovery.strategy=rebootstrap) goes back to
+	// the bootstrap addresses when the brokers the metadata named stop
+	// answering: when none of them answered the last refresh, when a
+	// broker answers REBOOTSTRAP_REQUIRED, or when refreshes have failed
+	// for RebootstrapTrigger (metadata.recovery.rebootstrap.trigger.ms).
+	Rebootstrap        bool
+	RebootstrapTrigger time.Duration
+
 	// OnUpdate is called after each new snapshot is stored, without locks
 	// held (the sender uses it to wake up). It must not block.
 	OnUpdate func(*Snapshot)
@@ -59,6 +67,12 @@ type Client struct {
 	topics    map[string]*Use          // every topic ever used, dropped ones too (one handle per name); guarded by mu
 	next      *refresh                 // the refresh that the next request will serve; guarded by mu
 	requests  int64                    // Metadata requests sent, for tests; guarded by mu
+
+	// Owned by the loop goroutine (refresh): why the next refresh should
+	// go back to the bootstrap addresses.
+	failingSince time.Time // start of the refreshes failing since the last success; zero after one
+	unanswered   bool      // no broker answered the last refresh
+	toldToReboot bool      // a broker answered REBOOTSTRAP_REQUIRED
 
 	trigger   chan struct{} // cap 1: a refresh is wanted
 	quit      chan struct{}
@@ -134,19 +148,28 @@ func New(cfg Config) (*Client, error) {
 		trigger: make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 	}
-	for i, addr := range cfg.Bootstrap {
+	for _, addr := range cfg.Bootstrap {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return nil, fmt.Errorf("%w: bootstrap.servers entry %q is not host:port: %v", kerr.ErrInvalidConfig, addr, err)
 		}
-		// Negative ids keep bootstrap connections apart from the nodes
-		// that metadata names, as the Java client does.
-		c.bootstrap = append(c.bootstrap, broker.NewBroker(int32(-1-i), addr, cfg.Broker))
 	}
+	c.bootstrap = newBootstrap(cfg)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.snap.Store(emptySnapshot)
 	c.wg.Add(1)
 	go c.loop()
 	return c, nil
+}
+
+// newBootstrap makes a Broker for each bootstrap address. Negative ids
+// keep bootstrap connections apart from the nodes that metadata names, as
+// the Java client does.
+func newBootstrap(cfg Config) []*broker.Broker {
+	bs := make([]*broker.Broker, len(cfg.Bootstrap))
+	for i, addr := range cfg.Bootstrap {
+		bs[i] = broker.NewBroker(int32(-1-i), addr, cfg.Broker)
+	}
+	return bs
 }
 
 // Snapshot returns the current metadata (never nil).
@@ -281,16 +304,15 @@ func (c *Client) topicTimeout(name string, lastErr error) error {
 // LeastLoaded picks the broker for a request that any broker can answer:
 // the connected one with the fewest requests in flight, else one that can
 // be dialed now, else the one whose backoff ends first. Bootstrap
-// addresses are used until metadata has listed brokers.
+// addresses are candidates until metadata has listed brokers, and again
+// after a rebootstrap until the next metadata answer.
 func (c *Client) LeastLoaded() *broker.Broker {
 	c.mu.Lock()
-	cands := make([]*broker.Broker, 0, len(c.brokers))
+	cands := make([]*broker.Broker, 0, len(c.brokers)+len(c.bootstrap))
 	for _, b := range c.brokers {
 		cands = append(cands, b)
 	}
-	if len(cands) == 0 {
-		cands = append(cands, c.bootstrap...)
-	}
+	cands = append(cands, c.bootstrap...)
 	c.mu.Unlock()
 	return leastLoaded(cands, nil)
 }
@@ -383,19 +405,27 @@ func (c *Client) loop() {
 // on, and installs the result.
 func (c *Client) refresh() error {
 	ctx := c.ctx
+	now := time.Now()
 
 	c.mu.Lock()
+	if why := c.rebootstrapDue(now); why != "" {
+		c.rebootstrapLocked(why)
+	}
+	if c.failingSince.IsZero() {
+		c.failingSince = now
+	}
+	// Bootstrap addresses are candidates until a metadata answer names
+	// the brokers, at the start and again after a rebootstrap.
 	cands := make([]*broker.Broker, 0, len(c.brokers)+len(c.bootstrap))
 	for _, b := range c.brokers {
 		cands = append(cands, b)
 	}
-	if len(cands) == 0 {
-		cands = append(cands, c.bootstrap...)
-	}
+	cands = append(cands, c.bootstrap...)
 	c.mu.Unlock()
 
 	var errs []error
 	var refused error // the first authentication or TLS refusal
+	answered := false
 	tried := map[*broker.Broker]bool{}
 	for len(tried) < len(cands) {
 		b := leastLoaded(cands, tried)
@@ -413,8 +443,12 @@ func (c *Client) refresh() error {
 			errs = append(errs, fmt.Errorf("broker %d (%s): %w", b.ID(), b.Addr(), err))
 			continue
 		}
+		answered = true
 		mr := resp.(*kmsg.MetadataResponse)
 		if err := kerr.ForCode(mr.ErrorCode); err != nil {
+			if errors.Is(err, kerr.RebootstrapRequired) {
+				c.toldToReboot = true
+			}
 			errs = append(errs, fmt.Errorf("metadata from broker %d (%s): %w", b.ID(), b.Addr(), err))
 			continue
 		}
@@ -423,14 +457,47 @@ func (c *Client) refresh() error {
 			continue
 		}
 		c.install(mr)
+		c.failingSince, c.unanswered, c.toldToReboot = time.Time{}, false, false
 		return nil
 	}
+	c.unanswered = !answered
 	if refused != nil {
 		// Not ErrMetadataTimeout, which is retriable: the first broker
 		// that refused us says why, and the others would say the same.
 		return refused
 	}
 	return fmt.Errorf("%w: no broker answered a Metadata request: %w", kerr.ErrMetadataTimeout, errors.Join(errs...))
+}
+
+// rebootstrapDue says why the next refresh should go back to the
+// bootstrap addresses, or "" if it should not: the Java client's
+// metadata.recovery.strategy=rebootstrap (KIP-899, KIP-1102). Only with
+// brokers known from metadata (before the first answer, and after a
+// rebootstrap, the bootstrap addresses are candidates already). Called
+// with mu held, by the loop goroutine.
+func (c *Client) rebootstrapDue(now time.Time) string {
+	if !c.cfg.Rebootstrap || len(c.brokers) == 0 || c.bootstrap != nil {
+		return ""
+	}
+	switch {
+	case c.toldToReboot:
+		return "a broker answered REBOOTSTRAP_REQUIRED"
+	case c.unanswered:
+		return "none of the brokers the metadata named answered"
+	case !c.failingSince.IsZero() && now.Sub(c.failingSince) >= c.cfg.RebootstrapTrigger:
+		return fmt.Sprintf("no metadata for %v (metadata.recovery.rebootstrap.trigger.ms)", now.Sub(c.failingSince).Round(time.Millisecond))
+	}
+	return ""
+}
+
+// rebootstrapLocked adds fresh bootstrap addresses (resolved anew when
+// dialed) to the refresh candidates. Unlike the Java client it keeps the
+// brokers it knows, and their connections, until a metadata answer says
+// which of them are gone: the sender may still be writing to one that
+// answers again. Called with mu held.
+func (c *Client) rebootstrapLocked(why string) {
+	c.cfg.Logger.Info("rebootstrapping: metadata will be asked from bootstrap.servers again", "reason", why, "bootstrap_servers", c.cfg.Bootstrap)
+	c.bootstrap = newBootstrap(c.cfg)
 }
 
 // buildRequest asks for the topics in use, dropping those idle longer
@@ -520,7 +587,11 @@ func (c *Client) install(mr *kmsg.MetadataResponse) {
 
 	var toClose []*broker.Broker
 	c.mu.Lock()
-	keepNewerLeaders(c.snap.Load(), s)
+	prev := c.snap.Load()
+	if prev.ClusterID != "" && prev.ClusterID != s.ClusterID {
+		c.cfg.Logger.Warn("the brokers answer for another cluster now", "cluster_id", s.ClusterID, "was", prev.ClusterID)
+	}
+	keepNewerLeaders(prev, s)
 	for id, bi := range s.Brokers {
 		old := c.brokers[id]
 		if old != nil && old.Addr() == bi.Addr() {
