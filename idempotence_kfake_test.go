@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kprod/kprod/kerr"
 	fkerr "github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -106,7 +107,17 @@ func TestIdempotentRetriableErrorsExactlyOnce(t *testing.T) {
 			if h.Hits() == 0 {
 				t.Fatalf("the fault never hit a produce request")
 			}
-			f.check(t, c.ListenAddrs()).assertExactlyOnce(t, e.Message)
+			counts := f.check(t, c.ListenAddrs())
+			if e == fkerr.OutOfOrderSequenceNumber || e == fkerr.UnknownProducerID {
+				// These bump the epoch for the partition that got them.
+				// kfake keeps one epoch per producer id, where Kafka keeps
+				// one per partition: another partition's retry in the old
+				// epoch then fails with INVALID_PRODUCER_EPOCH, and its
+				// records are never written (see
+				// TestIdempotentBumpLeavesOtherPartitionsRetries).
+				counts = f.excuse(counts, kerr.InvalidProducerEpoch)
+			}
+			counts.assertExactlyOnce(t, e.Message)
 		})
 	}
 }

@@ -89,8 +89,9 @@ func securityWanted() (wanted, must bool) {
 
 // Security checks that the secured listeners are up and returns the
 // plaintext bootstrap addresses (for admin clients). It skips the test
-// unless the cluster was started with KPROD_KAFKA_SECURITY=1; with that
-// variable set (as in CI), missing listeners fail the test instead.
+// unless the cluster was started with KPROD_KAFKA_SECURITY=1, or fails it
+// under CI=true; with that variable set (as in CI), missing listeners fail
+// the test instead.
 //
 // Security tests dial particular nodes, so the test holds the fault lock
 // (see Kill) until it ends: no fault test in another test binary breaks
@@ -101,7 +102,11 @@ func Security(t testing.TB) []string {
 	brokers := Brokers(t)
 	wanted, must := securityWanted()
 	if !wanted {
-		t.Skip("the secured listeners are off: start the cluster with KPROD_KAFKA_SECURITY=1 bash scripts/kafka-cluster.sh up")
+		msg := "the secured listeners are off: start the cluster with KPROD_KAFKA_SECURITY=1 bash scripts/kafka-cluster.sh up"
+		if _, inCI := integrationWanted(); inCI {
+			t.Fatal(msg + " (CI runs every test)")
+		}
+		t.Skip(msg)
 	}
 	faultsFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
