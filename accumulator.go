@@ -305,9 +305,14 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		return false, errSwitchSticky
 	}
 	if ok {
+		if full {
+			a.wake() // it can go now: see the sender's sendable
+		}
 		return full, nil
 	}
-	limit := max(a.batchSize, recSize+recbatch.HeaderSize)
+	// recSize is exact for a batch's first record (header included), so
+	// a batch of one record larger than batch.size is full at once.
+	limit := max(a.batchSize, recSize)
 	size, ratio := a.newBatchSize(q.topic, limit)
 	buf, err := a.pool.allocate(ctx, size, maxBlock)
 	if err != nil {
@@ -318,6 +323,9 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		// Another sender made room meanwhile.
 		q.mu.Unlock()
 		a.pool.release(buf, size)
+		if full {
+			a.wake()
+		}
 		return full, nil
 	}
 	first := len(q.batches) == 0
@@ -346,7 +354,8 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	q.mu.Unlock()
 	// A new first batch starts a linger timer; a new second batch means
 	// the one before is full and ready now. Either way the sender must
-	// look again; appends into an existing batch need no wake-up.
+	// look again; appends into an existing batch need a wake-up only when
+	// they fill it.
 	a.wake()
 	return lastFull, nil
 }

@@ -177,7 +177,10 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error))
 }
 
 // SendSync sends a record and waits for its outcome. On success r holds
-// its partition, offset and timestamp.
+// its partition, offset and timestamp. ctx bounds what it bounds for
+// Send, the wait to buffer the record (metadata, memory); once buffered,
+// the record has its outcome within delivery.timeout.ms, and SendSync
+// waits for it.
 func (p *Producer) SendSync(ctx context.Context, r *Record) error {
 	if err := p.refuseInCallback("SendSync", "the record's callback (Send does not)"); err != nil {
 		return err

@@ -633,3 +633,44 @@ func TestCloseAfterSendSyncDoesNotHang(t *testing.T) {
 		}
 	}
 }
+
+// A batch that reached its limit goes at once, not after linger.ms, as
+// in Java (RecordAccumulator.ready: batch.isFull()): a record larger
+// than batch.size (with a key, and without one, where the sticky
+// partitioner moves on and no later batch marks the old one full), and
+// every record with batch.size=0.
+func TestFullBatchDoesNotWaitForLinger(t *testing.T) {
+	c := newFake(t, 3)
+	const linger = 20 * time.Second
+	for _, tc := range []struct {
+		name  string
+		batch int
+		key   []byte
+		size  int
+	}{
+		{"larger than batch.size, keyed", 1024, []byte("k"), 4096},
+		{"larger than batch.size, keyless", 1024, nil, 4096},
+		{"batch.size=0", 0, nil, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(c)
+			cfg.Linger = linger
+			cfg.DeliveryTimeout = 2*linger + cfg.RequestTimeout
+			cfg.BatchSize = tc.batch
+			p := newTestProducer(t, cfg)
+			for i := range 3 {
+				done := make(chan error, 1)
+				p.Send(context.Background(), &Record{Topic: "t", Key: tc.key, Value: make([]byte, tc.size)},
+					func(_ *Record, err error) { done <- err })
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatalf("record %d: %v", i, err)
+					}
+				case <-time.After(linger / 4):
+					t.Fatalf("record %d not acknowledged within a quarter of linger.ms: its full batch waited for linger", i)
+				}
+			}
+		})
+	}
+}

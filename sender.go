@@ -253,7 +253,10 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 			q.mu.Unlock()
 			continue
 		}
-		sendable := len(q.batches) > 1 || b.full || urgent || now.Sub(b.created) >= linger
+		// Full: Java's deque.size() > 1 || batch.isFull(): a batch that
+		// reached its limit (one record larger than batch.size, say, or
+		// any with batch.size=0) goes at once, not after linger.ms.
+		sendable := len(q.batches) > 1 || b.full || b.bld.IsFull(b.limit) || urgent || now.Sub(b.created) >= linger
 		if !sendable {
 			soon(b.created.Add(linger))
 			q.mu.Unlock()

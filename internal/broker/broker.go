@@ -35,6 +35,7 @@ type Broker struct {
 	nextDial  time.Time     // no dial before this; guarded by mu
 	lastErr   error         // the last dial error; guarded by mu
 	closed    bool          // guarded by mu
+	closeErr  error         // what a request to the closed Broker fails with; guarded by mu
 	connected int           // connections made so far, for tests; guarded by mu
 }
 
@@ -167,8 +168,9 @@ func (b *Broker) Connect(ctx context.Context) (*Conn, error) {
 	for {
 		b.mu.Lock()
 		if b.closed {
+			err := b.closeErr
 			b.mu.Unlock()
-			return nil, fmt.Errorf("broker %d (%s): %w", b.id, b.addr, kerr.ErrClosed)
+			return nil, err
 		}
 		if c := b.liveLocked(); c != nil {
 			b.mu.Unlock()
@@ -231,8 +233,8 @@ func (b *Broker) startDialLocked() {
 		b.mu.Lock()
 		b.dialing = nil
 		if err == nil && b.closed {
-			c.Close()
-			c, err = nil, fmt.Errorf("broker %d (%s): %w", b.id, b.addr, kerr.ErrClosed)
+			c.closeWith(b.closeErr)
+			c, err = nil, b.closeErr
 		}
 		if err != nil {
 			b.failures++
@@ -267,20 +269,37 @@ func (b *Broker) setupTimeoutLocked() time.Duration {
 	return Backoff(b.cfg.SetupTimeout, b.cfg.SetupTimeoutMax, b.failures)
 }
 
-// Close closes the connection (failing what is in flight on it), stops a
-// dial under way, and waits for every goroutine the Broker started.
+// Close closes the connection (failing what is in flight on it with
+// ErrConnectionLost wrapping ErrClosed), stops a dial under way, and waits
+// for every goroutine the Broker started.
 func (b *Broker) Close() {
+	b.close(fmt.Errorf("%w to broker %d (%s): %w", kerr.ErrConnectionLost, b.id, b.addr, kerr.ErrClosed))
+}
+
+// Retire closes the Broker as Close does, for a node that left the
+// cluster metadata while the producer goes on: a request that still
+// reaches it fails with a retriable ErrConnectionLost that says so, not
+// with ErrClosed ("producer is closed").
+func (b *Broker) Retire() {
+	b.close(fmt.Errorf("%w to broker %d (%s): the broker left the cluster metadata", kerr.ErrConnectionLost, b.id, b.addr))
+}
+
+func (b *Broker) close(err error) {
 	b.mu.Lock()
-	b.closed = true
+	if !b.closed {
+		b.closed = true
+		b.closeErr = err
+	}
+	err = b.closeErr
 	c, prev := b.conn, b.prev
 	b.conn, b.prev = nil, nil
 	b.mu.Unlock()
 	b.cancel()
 	if c != nil {
-		c.Close()
+		c.closeWith(err)
 	}
 	if prev != nil {
-		prev.Close()
+		prev.Close() // dead already: only waits for its goroutines
 	}
 	b.wg.Wait()
 }

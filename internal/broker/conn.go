@@ -410,7 +410,12 @@ func (c *Conn) deadErr() error {
 // Close closes the connection, fails every request in flight on it with
 // ErrConnectionLost (wrapping ErrClosed), and waits for its goroutines.
 func (c *Conn) Close() {
-	c.fail(fmt.Errorf("%w to broker %d (%s): %w", kerr.ErrConnectionLost, c.nodeID, c.addr, kerr.ErrClosed))
+	c.closeWith(fmt.Errorf("%w to broker %d (%s): %w", kerr.ErrConnectionLost, c.nodeID, c.addr, kerr.ErrClosed))
+}
+
+// closeWith is Close with the error the requests in flight fail with.
+func (c *Conn) closeWith(err error) {
+	c.fail(err)
 	c.wg.Wait()
 }
 

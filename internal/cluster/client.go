@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,7 @@ type Client struct {
 	mu        sync.Mutex
 	brokers   map[int32]*broker.Broker // by node id, from metadata; guarded by mu
 	bootstrap []*broker.Broker         // used until the first metadata lists brokers; guarded by mu
+	retired   []*broker.Broker         // left the metadata with requests in flight; guarded by mu
 	topics    map[string]*Use          // every topic ever used, dropped ones too (one handle per name); guarded by mu
 	next      *refresh                 // the refresh that the next request will serve; guarded by mu
 	requests  int64                    // Metadata requests sent, for tests; guarded by mu
@@ -537,8 +539,9 @@ func (c *Client) buildRequest() *kmsg.MetadataRequest {
 }
 
 // install turns a response into a Snapshot, stores it, and reconciles the
-// broker set: new nodes get a Broker, moved nodes a new one, gone nodes
-// are closed. Bootstrap connections are closed once real nodes are known.
+// broker set: new nodes get a Broker, moved nodes a new one; gone nodes,
+// and the bootstrap addresses once real nodes are known, are retired:
+// closed once nothing is in flight on them.
 func (c *Client) install(mr *kmsg.MetadataResponse) {
 	s := &Snapshot{
 		ControllerID: mr.ControllerID,
@@ -598,27 +601,56 @@ func (c *Client) install(mr *kmsg.MetadataResponse) {
 			continue
 		}
 		if old != nil {
-			toClose = append(toClose, old)
+			c.retired = append(c.retired, old)
 		}
-		c.brokers[id] = broker.NewBroker(id, bi.Addr(), c.cfg.Broker)
+		c.brokers[id] = c.unretireLocked(id, bi.Addr())
 	}
 	for id, b := range c.brokers {
 		if _, ok := s.Brokers[id]; !ok {
-			toClose = append(toClose, b)
+			c.retired = append(c.retired, b)
 			delete(c.brokers, id)
 		}
 	}
-	toClose = append(toClose, c.bootstrap...)
+	c.retired = append(c.retired, c.bootstrap...)
 	c.bootstrap = nil
+	// A broker that left the metadata (or moved, or a bootstrap address)
+	// is closed once nothing is in flight on it, as the Java client lets
+	// such a connection finish: a response on its way still counts, and a
+	// node missing from one stale answer loses nothing. No new request
+	// goes to it (Broker and LeastLoaded no longer name it); the next
+	// install, or Close, closes what drained meanwhile.
+	kept := c.retired[:0]
+	for _, b := range c.retired {
+		if b.InFlight() == 0 {
+			toClose = append(toClose, b)
+		} else {
+			kept = append(kept, b)
+		}
+	}
+	clear(c.retired[len(kept):])
+	c.retired = kept
 	c.snap.Store(s)
 	c.mu.Unlock()
 
 	for _, b := range toClose {
-		b.Close()
+		b.Retire()
 	}
 	if c.cfg.OnUpdate != nil {
 		c.cfg.OnUpdate(s)
 	}
+}
+
+// unretireLocked returns a Broker for node id at addr: the retired one, if
+// the node comes back where it was with requests still in flight on it,
+// else a new one. Called with mu held.
+func (c *Client) unretireLocked(id int32, addr string) *broker.Broker {
+	for i, b := range c.retired {
+		if b.ID() == id && b.Addr() == addr {
+			c.retired = slices.Delete(c.retired, i, i+1)
+			return b
+		}
+	}
+	return broker.NewBroker(id, addr, c.cfg.Broker)
 }
 
 // keepNewerLeaders keeps prev's entry for every partition that prev knows
@@ -664,11 +696,11 @@ func (c *Client) close() {
 	c.cancel()
 	c.wg.Wait()
 	c.mu.Lock()
-	all := append([]*broker.Broker{}, c.bootstrap...)
+	all := append(append([]*broker.Broker{}, c.bootstrap...), c.retired...)
 	for _, b := range c.brokers {
 		all = append(all, b)
 	}
-	c.bootstrap = nil
+	c.bootstrap, c.retired = nil, nil
 	c.brokers = map[int32]*broker.Broker{}
 	c.mu.Unlock()
 	for _, b := range all {

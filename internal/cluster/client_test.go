@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -206,8 +207,80 @@ func TestBrokerSetFollowsMetadata(t *testing.T) {
 	if len(c.Brokers()) != 3 || c.Broker(id) != nil {
 		t.Fatalf("after RemoveNode(%d): brokers %v", id, c.Brokers())
 	}
-	if _, err := gone.Connect(ctx); !errors.Is(err, kerr.ErrClosed) {
-		t.Errorf("the removed node's Broker was not closed: Connect err = %v", err)
+	// Closed, and saying why: not ErrClosed, which means the producer is.
+	if _, err := gone.Connect(ctx); !errors.Is(err, kerr.ErrConnectionLost) || errors.Is(err, kerr.ErrClosed) ||
+		!strings.Contains(err.Error(), "left the cluster metadata") {
+		t.Errorf("the removed node's Broker was not retired: Connect err = %v", err)
+	}
+}
+
+// A node missing from a Metadata answer (a broker restarting, or a stale
+// answer) keeps its connection until the requests in flight on it are
+// answered, as in the Java client, which never closes a connection for
+// that; it is closed at a later answer once nothing is in flight.
+func TestBrokerLeavingMetadataFinishesInFlight(t *testing.T) {
+	kc := newCluster(t)
+	c := newClient(t, testConfig(kc.ListenAddrs()...))
+	ctx := ctxFor(t, 10*time.Second)
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Nodes 0 and 1 connected and idle: the refreshes below go to them,
+	// not behind the held request on node 2's connection.
+	for id := range int32(2) {
+		if _, err := c.Broker(id).Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b2 := c.Broker(2)
+	held, release := make(chan struct{}), make(chan struct{})
+	kc.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		if kc.CurrentNode() == 2 {
+			close(held)
+			kc.SleepControl(func() { <-release }) // the others are served meanwhile
+		}
+		return nil, nil, false
+	})
+	var without2 atomic.Bool
+	kc.ControlKey(int16(kmsg.Metadata), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		if !without2.Load() {
+			return nil, nil, false
+		}
+		resp := kreq.(*kmsg.MetadataRequest).ResponseKind().(*kmsg.MetadataResponse)
+		for i, addr := range kc.ListenAddrs()[:2] {
+			host, port, _ := net.SplitHostPort(addr)
+			p, _ := strconv.Atoi(port)
+			resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: int32(i), Host: host, Port: int32(p)})
+		}
+		id := "kfake"
+		resp.ClusterID, resp.ControllerID = &id, 0
+		return resp, nil, true
+	})
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := b2.Do(ctx, kmsg.NewPtrListOffsetsRequest())
+		done <- err
+	}()
+	<-held
+	without2.Store(true)
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c.Broker(2) != nil {
+		t.Fatal("node 2 still listed after an answer without it")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the request in flight on the node that left the metadata failed: %v", err)
+	}
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b2.Connect(ctx); !errors.Is(err, kerr.ErrConnectionLost) {
+		t.Errorf("node 2's Broker not closed after it drained: Connect err = %v", err)
 	}
 }
 
