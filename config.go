@@ -286,11 +286,15 @@ type Config struct {
 	SocketConnectionSetupTimeoutMax time.Duration
 
 	// SendBufferBytes is the TCP send buffer (SO_SNDBUF) size
-	// (send.buffer.bytes). Default 131072; -1 keeps the OS default.
+	// (send.buffer.bytes). Default 131072; -1 (or 0) keeps the OS
+	// default. Not applied when a custom Dial returns something other
+	// than a *net.TCPConn.
 	SendBufferBytes int
 
 	// ReceiveBufferBytes is the TCP receive buffer (SO_RCVBUF) size
-	// (receive.buffer.bytes). Default 32768; -1 keeps the OS default.
+	// (receive.buffer.bytes). Default 32768; -1 (or 0) keeps the OS
+	// default. Not applied when a custom Dial returns something other
+	// than a *net.TCPConn.
 	ReceiveBufferBytes int
 
 	// SecurityProtocol is how connections are secured

@@ -110,6 +110,8 @@ func NewProducer(cfg Config) (*Producer, error) {
 		ReconnectBackoff:    cfg.ReconnectBackoff,
 		ReconnectBackoffMax: cfg.ReconnectBackoffMax,
 		Dial:                cfg.Dial,
+		SendBuffer:          cfg.SendBufferBytes,
+		ReceiveBuffer:       cfg.ReceiveBufferBytes,
 		TLS:                 tlsConfig,
 		SASL:                saslMechanism,
 		OnStateChange:       func(int32) { p.snd.wake() },

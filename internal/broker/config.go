@@ -50,6 +50,12 @@ type Config struct {
 	// the connection it returns is wrapped in TLS.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
+	// SendBuffer and ReceiveBuffer size the socket's SO_SNDBUF and
+	// SO_RCVBUF (send.buffer.bytes, receive.buffer.bytes) when > 0;
+	// otherwise the OS default stays. Applied when the connection Dial
+	// returns is a *net.TCPConn (always, without a custom Dial).
+	SendBuffer, ReceiveBuffer int
+
 	// TLS, when not nil, secures every connection (security.protocol SSL
 	// or SASL_SSL). Each connection uses a clone whose ServerName, when
 	// empty, is the host of the broker's address, for the certificate
@@ -94,9 +100,26 @@ func (c *Config) Defaults() *Config {
 }
 
 func (c *Config) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var nc net.Conn
+	var err error
 	if c.Dial != nil {
-		return c.Dial(ctx, "tcp", addr)
+		nc, err = c.Dial(ctx, "tcp", addr)
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, "tcp", addr)
 	}
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		// As Java's Selector.configureSocketChannel; a size the OS
+		// refuses is left to the OS, as a hint should be.
+		if c.SendBuffer > 0 {
+			_ = tc.SetWriteBuffer(c.SendBuffer)
+		}
+		if c.ReceiveBuffer > 0 {
+			_ = tc.SetReadBuffer(c.ReceiveBuffer)
+		}
+	}
+	return nc, nil
 }
