@@ -607,10 +607,16 @@ func (c *Conn) readLoop() {
 		}
 		resp, err := decodeResponse(p.req, body)
 		if err != nil {
-			err = fmt.Errorf("broker %d (%s): cannot decode %s v%d response: %w",
-				c.nodeID, c.addr, kmsg.NameForKey(p.req.Key()), p.req.GetVersion(), err)
+			// The broker answered something kprod cannot read: the
+			// connection cannot be trusted any more. As for a lost
+			// connection, the request fails retriably (the broker may
+			// have acted on it), and so does everything else in flight.
+			what := fmt.Sprintf("cannot decode its %s v%d response (%v)", kmsg.NameForKey(p.req.Key()), p.req.GetVersion(), err)
+			c.complete(p, nil, c.lostErr("read", fmt.Errorf("%s; the request may have been acted on", what)))
+			c.fail(c.lostErr("read", errors.New(what)))
+			return
 		}
-		c.complete(p, resp, err)
+		c.complete(p, resp, nil)
 	}
 }
 

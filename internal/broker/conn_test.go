@@ -546,3 +546,31 @@ func TestApiVersionsV5NodeIDUnset(t *testing.T) {
 		t.Errorf("client software %q %q", req.ClientSoftwareName, req.ClientSoftwareVersion)
 	}
 }
+
+// A response kprod cannot decode fails its request as a lost connection
+// does (retriable: the broker may have acted on it), and closes the
+// connection, which can no longer be trusted; the next request dials anew.
+func TestUndecodableResponse(t *testing.T) {
+	kc := newCluster(t)
+	var bad atomic.Bool
+	bad.Store(true)
+	kc.ControlKey(int16(kmsg.Metadata), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		if !bad.Load() {
+			return nil, nil, false
+		}
+		resp := kreq.ResponseKind()
+		resp.SetVersion(0) // the v0 layout where v13 was asked: unreadable
+		return resp, nil, true
+	})
+	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
+	_, err := c.Do(context.Background(), metadataReq())
+	if !errors.Is(err, kerr.ErrConnectionLost) || !kerr.IsRetriable(err) || !strings.Contains(err.Error(), "cannot decode") {
+		t.Fatalf("undecodable response: err = %v, want a retriable ErrConnectionLost that says it could not be decoded", err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection stayed open after an undecodable response")
+	}
+}
