@@ -387,6 +387,7 @@ func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[s
 	for _, b := range bs {
 		b.inFlight = true
 		b.sent = true
+		b.sends++
 		s.inFlightB[b] = struct{}{}
 	}
 }
@@ -477,8 +478,11 @@ func (s *sender) handle(r *produceResult) {
 				msg = *rp.ErrorMessage
 			}
 			err := &kerr.ResponseError{Err: be, Message: msg, Broker: r.broker, Topic: name, Partition: rp.Partition}
-			if be.Code == kerr.MessageTooLarge.Code && len(b.recs) > 1 && !b.completed &&
-				now.Sub(b.created) < p.cfg.DeliveryTimeout && !isClosed(s.force) {
+			// Split whatever the time, as Java's completeBatch does: past
+			// delivery.timeout.ms the parts expire in the deque with
+			// ErrDeliveryTimeout, where failing the batch here would tell
+			// each small record that it is too large.
+			if be.Code == kerr.MessageTooLarge.Code && len(b.recs) > 1 && !b.completed && !isClosed(s.force) {
 				s.splitTooLarge(b, err) // the batch is too large, not its records
 				continue
 			}
@@ -642,8 +646,8 @@ func (s *sender) retryOrFail(b *batch, now time.Time, cause error, retriable boo
 }
 
 func (s *sender) timeoutErr(b *batch, now time.Time, cause error) error {
-	err := fmt.Errorf("%w: %d records for %s[%d] waited %v (delivery.timeout.ms %v) after %d attempts",
-		kerr.ErrDeliveryTimeout, len(b.recs), b.q.topic.name, b.q.partition, now.Sub(b.created).Round(time.Millisecond), s.p.cfg.DeliveryTimeout, b.attempts)
+	err := fmt.Errorf("%w: %d records for %s[%d] waited %v (delivery.timeout.ms %v), sent %d times",
+		kerr.ErrDeliveryTimeout, len(b.recs), b.q.topic.name, b.q.partition, now.Sub(b.created).Round(time.Millisecond), s.p.cfg.DeliveryTimeout, b.sends)
 	if cause != nil {
 		err = fmt.Errorf("%w; last error: %w", err, cause)
 	}
