@@ -216,6 +216,7 @@ type batch struct {
 	// record was written under, even if leadership moved since.
 	leaderEpoch int32
 	sent        bool  // written to a broker at least once
+	sends       int   // how many times it was written (for errors)
 	lastErr     error // of the last failed attempt
 	retryAt     time.Time
 	inFlight    bool // in a request not yet answered

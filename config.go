@@ -21,8 +21,9 @@ type Acks int8
 
 const (
 	// AcksNone (acks=0): the producer does not wait for the broker at all.
-	// Records can be lost without any error, retries never happen and the
-	// offsets reported are -1.
+	// Records can be lost without any error, and the offsets reported are
+	// -1. A batch whose request could not be written (the connection was
+	// lost first) is retried, as in Java; once written it is done.
 	AcksNone Acks = 0
 	// AcksLeader (acks=1): the leader acknowledges once it wrote the record
 	// to its own log. A record is lost if the leader fails before its

@@ -76,7 +76,7 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, kerr.ErrClosed
+		return nil, fmt.Errorf("cannot buffer the record: %w", kerr.ErrClosed)
 	}
 	if p.waiters.Len() == 0 && p.available >= int64(size) {
 		buf := p.takeLocked(size)
@@ -97,7 +97,9 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 		cause = fmt.Errorf("%w: waited %v for %d bytes (buffer.memory %d bytes is in use by batches not yet delivered; is the cluster reachable? raise buffer.memory or max.block.ms)",
 			kerr.ErrBufferFull, maxBlock, size, p.total)
 	case <-ctx.Done():
-		cause = fmt.Errorf("%w while waiting for buffer memory: %w", kerr.ErrBufferFull, ctx.Err())
+		// Not ErrBufferFull: the caller gave up before max.block.ms.
+		cause = fmt.Errorf("the Send's ctx ended while it waited %v for %d bytes of buffer memory (buffer.memory %d bytes is in use by batches not yet delivered): %w",
+			time.Since(start).Round(time.Millisecond), size, p.total, ctx.Err())
 	}
 	p.mu.Lock()
 	p.waitTime += time.Since(start)

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -311,6 +312,10 @@ func Exponential(base, maxD time.Duration, n int) time.Duration {
 	}
 	d := base
 	for i := 0; i < n && d < maxD; i++ {
+		if d > maxD/2 {
+			d = maxD // doubling would pass the max, or overflow near MaxInt64
+			break
+		}
 		d *= 2
 	}
 	return min(d, max(maxD, base))
@@ -335,5 +340,8 @@ func Jitter(d time.Duration) time.Duration {
 		return d
 	}
 	f := 0.8 + 0.4*rand.Float64()
-	return time.Duration(float64(d) * f)
+	if j := float64(d) * f; j < math.MaxInt64 {
+		return time.Duration(j)
+	}
+	return math.MaxInt64 // a Long.MAX_VALUE max: forever, not a negative wait
 }

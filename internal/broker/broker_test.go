@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/kprod/kprod/internal/testcluster"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -310,6 +311,10 @@ func TestExponential(t *testing.T) {
 		{100, 1000, 60, 1000}, // no overflow
 		{100, 50, 3, 100},     // max below base: base
 		{0, 1000, 3, 0},
+		// A Long.MAX_VALUE max (properties saturate to it): the doubling
+		// must reach it, never wrap negative.
+		{100 * time.Millisecond, math.MaxInt64, 37, math.MaxInt64},
+		{100 * time.Millisecond, math.MaxInt64, 1000, math.MaxInt64},
 	} {
 		if got := Exponential(tc.base, tc.maxD, tc.n); got != tc.want {
 			t.Errorf("Exponential(%v, %v, %d) = %v, want %v", tc.base, tc.maxD, tc.n, got, tc.want)
@@ -323,6 +328,11 @@ func TestExponential(t *testing.T) {
 		}
 		if d := Backoff(100, 1000, 1); d < 160 || d > 240 {
 			t.Fatalf("Backoff(100, 1000, 1) = %v, want 200 ±20%%", d)
+		}
+	}
+	for n := range 80 {
+		if d := Backoff(100*time.Millisecond, math.MaxInt64, n); d <= 0 {
+			t.Fatalf("Backoff(100ms, MaxInt64, %d) = %v: wrapped negative", n, d)
 		}
 	}
 	if d := Backoff(100, 50, 3); d != 100 {
