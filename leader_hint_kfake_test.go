@@ -193,3 +193,64 @@ func TestLeaderMovedCodes(t *testing.T) {
 		}
 	}
 }
+
+// A batch retried after NOT_LEADER_OR_FOLLOWER without a hint waits out
+// its retry backoff, unless the metadata refresh that error asked for
+// names a newer leader: then it goes at once, as in Java
+// (ProducerBatch.hasLeaderChangedForTheOngoingRetry).
+func TestRetryBackoffSkippedWhenLeaderChanged(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	// retry.backoff.ms also spaces metadata refreshes: the test waits it
+	// out once, so that the refresh after the error goes at once, as it
+	// does for a producer whose metadata is minutes old.
+	cfg.RetryBackoff, cfg.RetryBackoffMax = 3*time.Second, 3*time.Second
+	cfg.DeliveryTimeout = 2 * time.Minute
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 20*time.Second)
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("before")}).ToPartition(0)); err != nil {
+		t.Fatal(err)
+	}
+	oldLeader := p.cl.Snapshot().Leader("t", 0)
+	time.Sleep(cfg.RetryBackoff)
+	var moved atomic.Bool
+	c.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if moved.Swap(true) {
+			return nil, nil, false
+		}
+		// Move the leader, and answer the old leader's way: no hint.
+		if err := c.MoveTopicPartition("t", 0, (oldLeader+1)%3); err != nil {
+			t.Error(err)
+		}
+		req := kreq.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		resp.SetVersion(req.GetVersion())
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.NotLeaderOrFollower.Code
+				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = -1, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	done := make(chan error, 1)
+	p.Send(ctx, (&Record{Topic: "t", Value: []byte("after")}).ToPartition(0), func(_ *Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(cfg.RetryBackoff / 2): // the backoff is 3s ±20%
+		t.Fatal("the retry waited for retry.backoff.ms though the metadata named a new leader")
+	}
+	if !moved.Load() {
+		t.Fatal("the fault never hit")
+	}
+}

@@ -237,9 +237,15 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 		q.topic.touch(now) // records wait for it: keep its metadata
 		soon(b.created.Add(p.cfg.DeliveryTimeout))
 		if b.retryAt.After(now) {
-			soon(b.retryAt)
-			q.mu.Unlock()
-			continue
+			if !(b.sent && b.leaderEpoch >= 0 && leaderEpoch(snap, b) > b.leaderEpoch) {
+				soon(b.retryAt)
+				q.mu.Unlock()
+				continue
+			}
+			// The metadata names a newer leader than the one that
+			// failed it: retry now, as Java's
+			// hasLeaderChangedForTheOngoingRetry does.
+			b.retryAt = time.Time{}
 		}
 		if (p.guaranteeOrder || q.splitting > 0) && q.inflight > 0 {
 			q.mu.Unlock() // muted until its batch in flight completes
