@@ -86,6 +86,10 @@ func (b *Broker) InFlight() int {
 	return 0
 }
 
+// MaxInFlight is how many requests a connection takes at once
+// (max.in.flight.requests.per.connection).
+func (b *Broker) MaxInFlight() int { return b.cfg.MaxInFlight }
+
 // Connected reports whether there is a live connection.
 func (b *Broker) Connected() bool { return b.Conn() != nil }
 

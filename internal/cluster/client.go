@@ -77,6 +77,7 @@ type Client struct {
 	toldToReboot bool      // a broker answered REBOOTSTRAP_REQUIRED
 
 	trigger   chan struct{} // cap 1: a refresh is wanted
+	newTopic  chan struct{} // cap 1: a topic was added or revived: refresh without the backoff
 	quit      chan struct{}
 	closeOnce sync.Once
 	ctx       context.Context // ends requests under way on Close
@@ -130,7 +131,7 @@ func (c *Client) revive(u *Use) {
 	c.mu.Unlock()
 	if was {
 		c.cfg.Logger.Debug("topic in use again", "topic", u.name)
-		c.RequestRefresh()
+		c.topicAdded()
 	}
 }
 
@@ -143,12 +144,13 @@ func New(cfg Config) (*Client, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Client{
-		cfg:     cfg,
-		brokers: map[int32]*broker.Broker{},
-		topics:  map[string]*Use{},
-		next:    &refresh{done: make(chan struct{})},
-		trigger: make(chan struct{}, 1),
-		quit:    make(chan struct{}),
+		cfg:      cfg,
+		brokers:  map[int32]*broker.Broker{},
+		topics:   map[string]*Use{},
+		next:     &refresh{done: make(chan struct{})},
+		trigger:  make(chan struct{}, 1),
+		newTopic: make(chan struct{}, 1),
+		quit:     make(chan struct{}),
 	}
 	for _, addr := range cfg.Bootstrap {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -216,9 +218,19 @@ func (c *Client) UseTopic(name string) *Use {
 	c.mu.Unlock()
 	u.Touch(time.Now().UnixNano()) // revives a dropped topic
 	if !ok {
-		c.RequestRefresh()
+		c.topicAdded()
 	}
 	return u
+}
+
+// topicAdded asks for a refresh now, cutting short the backoff since the
+// last one, as Java's requestUpdateForNewTopics does.
+func (c *Client) topicAdded() {
+	select {
+	case c.newTopic <- struct{}{}:
+	default:
+	}
+	c.RequestRefresh()
 }
 
 // RequestRefresh asks for a refresh without waiting for it.
@@ -304,8 +316,9 @@ func (c *Client) topicTimeout(name string, lastErr error) error {
 }
 
 // LeastLoaded picks the broker for a request that any broker can answer:
-// the connected one with the fewest requests in flight, else one that can
-// be dialed now, else the one whose backoff ends first. Bootstrap
+// the connected one with the fewest requests in flight (and a slot free),
+// else one that can be dialed now, else a connected one with every slot
+// taken, else the one whose backoff ends first. Bootstrap
 // addresses are candidates until metadata has listed brokers, and again
 // after a rebootstrap until the next metadata answer.
 func (c *Client) LeastLoaded() *broker.Broker {
@@ -331,6 +344,11 @@ func leastLoaded(cands []*broker.Broker, skip map[*broker.Broker]bool) *broker.B
 		switch {
 		case b.Connected():
 			score = int64(b.InFlight())
+			if score >= int64(b.MaxInFlight()) {
+				// No slot free (Java's canSendRequest): the request
+				// would wait behind the others; dialing one is better.
+				score += 1 << 30
+			}
 		case !now.Before(b.BackoffUntil()):
 			score = 1 << 20 // dialable: after any connected broker
 		default:
@@ -369,6 +387,9 @@ func (c *Client) loop() {
 		case <-c.trigger:
 		case <-age.C:
 		}
+		// A new topic is asked for at once, as Java's
+		// requestUpdateForNewTopics does; otherwise refreshes are at
+		// least retry.backoff.ms apart.
 		if wait := broker.Exponential(c.cfg.RetryBackoff, c.cfg.RetryBackoffMax, failures) - time.Since(last); wait > 0 && !last.IsZero() {
 			t := time.NewTimer(wait)
 			select {
@@ -376,7 +397,13 @@ func (c *Client) loop() {
 				t.Stop()
 				return
 			case <-t.C:
+			case <-c.newTopic:
+				t.Stop()
 			}
+		}
+		select {
+		case <-c.newTopic: // served by this refresh
+		default:
 		}
 		c.mu.Lock()
 		r := c.next

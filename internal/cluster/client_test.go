@@ -476,11 +476,14 @@ func TestLeastLoadedOrder(t *testing.T) {
 	bIdle := broker.NewBroker(5, idle.ListenAddrs()[0], cfg)
 	bSpare := broker.NewBroker(1, spare.ListenAddrs()[0], cfg)
 	bDead := broker.NewBroker(2, testcluster.FreeAddr(t), cfg)
-	for _, b := range []*broker.Broker{bBusy, bIdle, bSpare, bDead} {
+	fullCfg := *cfg
+	fullCfg.MaxInFlight = 1
+	bFull := broker.NewBroker(3, busy.ListenAddrs()[0], &fullCfg)
+	for _, b := range []*broker.Broker{bBusy, bIdle, bSpare, bDead, bFull} {
 		t.Cleanup(b.Close)
 	}
 	ctx := ctxFor(t, 5*time.Second)
-	for _, b := range []*broker.Broker{bBusy, bIdle} {
+	for _, b := range []*broker.Broker{bBusy, bIdle, bFull} {
 		if _, err := b.Connect(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -500,6 +503,19 @@ func TestLeastLoadedOrder(t *testing.T) {
 		releaseIdle()
 		done.Wait()
 	})
+
+	// A connection with every slot taken (max.in.flight 1 here) comes
+	// after dialing, as Java's canSendRequest has it.
+	done.Add(1)
+	if !bFull.TrySend(kmsg.NewPtrMetadataRequest(), false, func(kmsg.Response, error) { done.Done() }) {
+		t.Fatal("TrySend refused")
+	}
+	if got := leastLoaded([]*broker.Broker{bFull, bSpare}, nil); got != bSpare {
+		t.Errorf("a connection with no slot free: got broker %d, want the dialable %d", got.ID(), bSpare.ID())
+	}
+	if got := leastLoaded([]*broker.Broker{bFull, bDead}, nil); got != bFull {
+		t.Errorf("a full connection against one backing off: got broker %d, want the full %d", got.ID(), bFull.ID())
+	}
 
 	all := []*broker.Broker{bBusy, bIdle, bSpare, bDead}
 	for _, tc := range []struct {
@@ -760,4 +776,20 @@ func keys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// A topic used for the first time is asked for at once, not
+// retry.backoff.ms after the last refresh (Java's
+// requestUpdateForNewTopics).
+func TestNewTopicRefreshesAtOnce(t *testing.T) {
+	kc := newCluster(t, kfake.SeedTopics(1, "t"))
+	cfg := testConfig(kc.ListenAddrs()...)
+	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Minute, time.Minute
+	c := newClient(t, cfg)
+	if err := c.Refresh(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitTopic(ctxFor(t, 10*time.Second), "t"); err != nil {
+		t.Fatalf("a new topic waited for the refresh backoff: %v", err)
+	}
 }
