@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"sort"
@@ -75,6 +76,7 @@ type Client struct {
 	failingSince time.Time // start of the refreshes failing since the last success; zero after one
 	unanswered   bool      // no broker answered the last refresh
 	toldToReboot bool      // a broker answered REBOOTSTRAP_REQUIRED
+	progressed   bool      // the last answer named a new leader epoch or topic
 
 	trigger   chan struct{} // cap 1: a refresh is wanted
 	newTopic  chan struct{} // cap 1: a topic was added or revived: refresh without the backoff
@@ -336,7 +338,15 @@ func leastLoaded(cands []*broker.Broker, skip map[*broker.Broker]bool) *broker.B
 	var best *broker.Broker
 	bestScore := int64(1) << 62
 	now := time.Now()
-	for _, b := range cands {
+	// From a random start, as Java's leastLoadedNode: among equally
+	// loaded nodes the first one met wins, so that producers do not all
+	// send their Metadata and InitProducerId requests to one broker.
+	start := 0
+	if len(cands) > 1 {
+		start = rand.IntN(len(cands))
+	}
+	for i := range cands {
+		b := cands[(start+i)%len(cands)]
 		if skip[b] {
 			continue
 		}
@@ -352,45 +362,49 @@ func leastLoaded(cands []*broker.Broker, skip map[*broker.Broker]bool) *broker.B
 		case !now.Before(b.BackoffUntil()):
 			score = 1 << 20 // dialable: after any connected broker
 		default:
-			score = 1<<40 + int64(b.BackoffUntil().Sub(now))
+			score = 1<<40 + min(int64(b.BackoffUntil().Sub(now)), 1<<60)
 		}
-		if score < bestScore || (score == bestScore && best != nil && before(b.ID(), best.ID())) {
+		if best == nil || score < bestScore || (score == bestScore && before(b.ID(), best.ID())) {
 			best, bestScore = b, score
 		}
 	}
 	return best
 }
 
-// before orders equally loaded brokers: nodes by id, and bootstrap
-// addresses (ids -1, -2, ... in bootstrap.servers order) in the order the
-// user gave them, so that the first address is tried first.
+// before orders equally loaded bootstrap addresses (ids -1, -2, ... in
+// bootstrap.servers order) in the order the user gave them, so that the
+// first address is tried first; nodes keep the random order they were met
+// in.
 func before(a, b int32) bool {
-	if a < 0 && b < 0 {
-		return a > b
-	}
-	return a < b
+	return a < 0 && b < 0 && a > b
 }
 
 // loop is the metadata goroutine: it refreshes on demand and when the
-// metadata gets older than metadata.max.age.ms, never more often than
-// retry.backoff.ms (growing on failures), and ends on Close.
+// metadata gets older than metadata.max.age.ms, and ends on Close.
+//
+// Refreshes are at least retry.backoff.ms apart, and the gap grows (×2,
+// ±20%, up to retry.backoff.max.ms) with each failure and, as in Java's
+// Metadata.timeToAllowUpdate, with each answer in a row that brought
+// nothing new (no topic, partition or leader epoch): a sender that keeps
+// asking for a partition that has no leader does not ask ten times a
+// second. A new topic, and the periodic refresh, start afresh.
 func (c *Client) loop() {
 	defer c.wg.Done()
 	age := time.NewTimer(0) // first refresh at once
 	defer age.Stop()
 	var last time.Time
-	failures := 0
+	failures, same := 0, 0 // failed refreshes in a row; answers in a row that brought nothing new
 	for {
 		select {
 		case <-c.quit:
 			return
 		case <-c.trigger:
 		case <-age.C:
+			same = 0
 		}
 		// A new topic is asked for at once, as Java's
-		// requestUpdateForNewTopics does; otherwise refreshes are at
-		// least retry.backoff.ms apart.
-		if wait := broker.Exponential(c.cfg.RetryBackoff, c.cfg.RetryBackoffMax, failures) - time.Since(last); wait > 0 && !last.IsZero() {
+		// requestUpdateForNewTopics does.
+		if wait := broker.Backoff(c.cfg.RetryBackoff, c.cfg.RetryBackoffMax, max(failures, same-1, 0)) - time.Since(last); wait > 0 && !last.IsZero() {
 			t := time.NewTimer(wait)
 			select {
 			case <-c.quit:
@@ -399,10 +413,12 @@ func (c *Client) loop() {
 			case <-t.C:
 			case <-c.newTopic:
 				t.Stop()
+				same = 0
 			}
 		}
 		select {
 		case <-c.newTopic: // served by this refresh
+			same = 0
 		default:
 		}
 		c.mu.Lock()
@@ -419,6 +435,11 @@ func (c *Client) loop() {
 			c.RequestRefresh() // keep trying while someone may be waiting
 		} else {
 			failures = 0
+			if c.progressed {
+				same = 0
+			} else {
+				same++
+			}
 		}
 		if !age.Stop() {
 			select {
@@ -485,7 +506,7 @@ func (c *Client) refresh() error {
 			errs = append(errs, fmt.Errorf("metadata from broker %d (%s) lists no brokers", b.ID(), b.Addr()))
 			continue
 		}
-		c.install(mr)
+		c.progressed = c.install(mr)
 		c.failingSince, c.unanswered, c.toldToReboot = time.Time{}, false, false
 		return nil
 	}
@@ -568,8 +589,10 @@ func (c *Client) buildRequest() *kmsg.MetadataRequest {
 // install turns a response into a Snapshot, stores it, and reconciles the
 // broker set: new nodes get a Broker, moved nodes a new one; gone nodes,
 // and the bootstrap addresses once real nodes are known, are retired:
-// closed once nothing is in flight on them.
-func (c *Client) install(mr *kmsg.MetadataResponse) {
+// closed once nothing is in flight on them. It reports whether the answer
+// made progress: a topic, a partition or a leader epoch that the last
+// snapshot did not have.
+func (c *Client) install(mr *kmsg.MetadataResponse) (progressed bool) {
 	s := &Snapshot{
 		ControllerID: mr.ControllerID,
 		Brokers:      make(map[int32]BrokerInfo, len(mr.Brokers)),
@@ -622,6 +645,7 @@ func (c *Client) install(mr *kmsg.MetadataResponse) {
 		c.cfg.Logger.Warn("the brokers answer for another cluster now", "cluster_id", s.ClusterID, "was", prev.ClusterID)
 	}
 	keepNewerLeaders(prev, s)
+	progressed = madeProgress(prev, s)
 	for id, bi := range s.Brokers {
 		old := c.brokers[id]
 		if old != nil && old.Addr() == bi.Addr() {
@@ -665,6 +689,24 @@ func (c *Client) install(mr *kmsg.MetadataResponse) {
 	if c.cfg.OnUpdate != nil {
 		c.cfg.OnUpdate(s)
 	}
+	return progressed
+}
+
+// madeProgress reports whether s knows something prev did not: a topic
+// (or a new id for one), a partition, or a newer leader epoch.
+func madeProgress(prev, s *Snapshot) bool {
+	for name, t := range s.Topics {
+		pt := prev.Topics[name]
+		if pt == nil || pt.ID != t.ID || (pt.Err != nil) != (t.Err != nil) || len(pt.Partitions) != len(t.Partitions) {
+			return true
+		}
+		for i := range t.Partitions {
+			if t.Partitions[i].LeaderEpoch > pt.Partitions[i].LeaderEpoch || t.Partitions[i].Leader != pt.Partitions[i].Leader {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // unretireLocked returns a Broker for node id at addr: the retired one, if

@@ -793,3 +793,49 @@ func TestNewTopicRefreshesAtOnce(t *testing.T) {
 		t.Fatalf("a new topic waited for the refresh backoff: %v", err)
 	}
 }
+
+// Answers that bring nothing new (here a partition that stays without a
+// leader, which the sender asks about in every round) space refreshes
+// out exponentially up to retry.backoff.max.ms, as Java's
+// Metadata.timeToAllowUpdate does, instead of one every retry.backoff.ms.
+func TestRefreshBacksOffWithoutProgress(t *testing.T) {
+	kc := newCluster(t, kfake.SeedTopics(1, "t"))
+	kc.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, Topic: "t", Err: fkerr.LeaderNotAvailable, Count: -1})
+	cfg := testConfig(kc.ListenAddrs()...)
+	cfg.RetryBackoff, cfg.RetryBackoffMax = 20*time.Millisecond, 160*time.Millisecond
+	c := newClient(t, cfg)
+	c.UseTopic("t")
+	if err := c.Refresh(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	log := logMetadata(kc)
+	end := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(end) {
+		c.RequestRefresh() // as the sender does while a partition has no leader
+		time.Sleep(2 * time.Millisecond)
+	}
+	// At a steady 20ms: about 75. Growing to 160ms: about 14.
+	if n := log.count(); n > 30 || n < 3 {
+		t.Errorf("%d Metadata requests in 1.5s of answers without progress, want them spaced out to retry.backoff.max.ms (about 14)", n)
+	}
+}
+
+// Equally loaded nodes are picked in random order, as Java's
+// leastLoadedNode starts at a random offset: producers spread their
+// Metadata and InitProducerId requests over the brokers.
+func TestLeastLoadedSpreads(t *testing.T) {
+	cfg := (&broker.Config{ClientID: "kprod-test", RequestTimeout: 5 * time.Second}).Defaults()
+	var cands []*broker.Broker
+	for id := range int32(3) {
+		b := broker.NewBroker(id, testcluster.FreeAddr(t), cfg)
+		t.Cleanup(b.Close)
+		cands = append(cands, b)
+	}
+	picked := map[int32]int{}
+	for range 300 {
+		picked[leastLoaded(cands, nil).ID()]++
+	}
+	if len(picked) != 3 {
+		t.Errorf("300 picks among 3 idle nodes chose %v: want all three", picked)
+	}
+}
