@@ -121,8 +121,13 @@ func TestCloseFromCallback(t *testing.T) {
 func TestCloseBoundsInitProducerIDWait(t *testing.T) {
 	c := newFake(t, 1)
 	stop := stopAtCleanup(t)
+	asked := make(chan struct{}, 1)
 	c.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
 		c.SleepControl(func() { sleepOrStop(20*time.Second, stop) })
 		return nil, nil, false
 	})
@@ -132,7 +137,7 @@ func TestCloseBoundsInitProducerIDWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the sender asks for its producer id at once, and waits
+	<-asked // the sender asks for its producer id at once, and waits
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()

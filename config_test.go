@@ -141,6 +141,7 @@ func TestConfigSetEveryProperty(t *testing.T) {
 		{"transactional.id", "tx-1", func(c *Config) any { return c.TransactionalID }, "tx-1"},
 		{"transaction.timeout.ms", "90000", func(c *Config) any { return c.TransactionTimeout }, 90 * time.Second},
 		{"retries", "3", func(c *Config) any { return c.Retries }, 3},
+		{"retries", "0", func(c *Config) any { return c.Retries }, 0},
 		{"max.in.flight.requests.per.connection", "1", func(c *Config) any { return c.MaxInFlight }, 1},
 		{"linger.ms", "0", func(c *Config) any { return c.Linger }, time.Duration(0)},
 		{"linger.ms", "250", func(c *Config) any { return c.Linger }, 250 * time.Millisecond},

@@ -115,6 +115,11 @@ func TestLeaderHintIgnoredWhenStale(t *testing.T) {
 		if applied := p.cl.UpdateLeaders([]cluster.LeaderHint{h}, nil); len(applied) != 0 {
 			t.Fatalf("hint %+v applied over leader %d epoch %d", h, part.Leader, part.LeaderEpoch)
 		}
+		// The sender, given such a hint, asks for a Metadata refresh.
+		s := &sender{p: p} // not the producer's: only its method is used
+		if !s.applyLeaderHints(part.Leader, []cluster.LeaderHint{h}, []*batch{nil}, nil, time.Now()) {
+			t.Errorf("hint %+v ignored without asking for a Metadata refresh", h)
+		}
 	}
 	if p.cl.Snapshot() != before {
 		t.Fatal("ignored hints replaced the metadata snapshot")

@@ -87,6 +87,9 @@ type txnManager struct {
 	// sem serializes requests to coordinators (one at a time, as the
 	// Java client does): capacity 1, held across one operation's retries.
 	sem chan struct{}
+	// acquiring counts the callers waiting in acquire (tests wait for a
+	// caller to get there).
+	acquiring atomic.Int32
 
 	mu     sync.Mutex
 	state  txnState

@@ -53,6 +53,8 @@ type capVersion struct {
 func (c *capVersion) SetVersion(v int16) { c.Request.SetVersion(min(v, c.max)) }
 
 func (t *txnManager) acquire(ctx context.Context) error {
+	t.acquiring.Add(1)
+	defer t.acquiring.Add(-1)
 	select {
 	case t.sem <- struct{}{}:
 		return nil

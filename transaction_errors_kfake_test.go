@@ -73,7 +73,7 @@ func TestTxnSendFailureAbortable(t *testing.T) {
 			if !errors.Is(err, ErrTransactionAbortable) || !errors.Is(err, ErrRecordTooLarge) {
 				t.Fatalf("CommitTransaction after a failed Send: %v, want ErrTransactionAbortable naming ErrRecordTooLarge", err)
 			}
-			wait()
+			checkAbortedRecords(t, wait())
 			commitNext(t, c, p, "next")
 		})
 	}
@@ -108,7 +108,7 @@ func TestTxnLostProducerIDMapping(t *testing.T) {
 			if !errors.Is(err, ErrTransactionAbortable) || !errors.Is(err, kerr.InvalidProducerIDMapping) {
 				t.Fatalf("CommitTransaction: %v, want ErrTransactionAbortable with INVALID_PRODUCER_ID_MAPPING", err)
 			}
-			wait()
+			checkAbortedRecords(t, wait())
 			before := inits.Load()
 			commitNext(t, c, p, "next")
 			if inits.Load() != before+1 {
@@ -153,7 +153,10 @@ func TestTxnSendOffsetsAfterTransactionEnded(t *testing.T) {
 	go func() {
 		done <- p.SendOffsetsToTransaction(ctx, map[string]map[int32]Offset{"t": {0: {Offset: 1}}}, GroupMetadata{GroupID: "g"})
 	}()
-	time.Sleep(100 * time.Millisecond) // it checked the state and waits for the coordinator
+	// It checked the state and waits for the coordinator.
+	for tm.acquiring.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
 	tm.mu.Lock()
 	tm.gen.Add(1) // what a commit and the next BeginTransaction leave
 	tm.mu.Unlock()
@@ -192,6 +195,18 @@ func TestTxnAbortDrainsOnlySentBatches(t *testing.T) {
 		s.txn.round = txnRound{state: c.state, gen: gen, v2: true, dropAll: c.dropAll}
 		if got := s.txnMayDrain(q, c.b); got != c.want {
 			t.Errorf("%v, dropAll %v, sent %v: may drain %v, want %v", c.state, c.dropAll, c.b.wire != nil, got, c.want)
+		}
+	}
+}
+
+// checkAbortedRecords: the records of a transaction that had to abort
+// either made it into the log before (and are aborted with it, nil) or
+// failed saying so; nothing else.
+func checkAbortedRecords(t *testing.T, errs []error) {
+	t.Helper()
+	for _, err := range errs {
+		if !errors.Is(err, ErrTransactionAborted) && !errors.Is(err, ErrTransactionAbortable) {
+			t.Fatalf("a record of the aborted transaction: %v", err)
 		}
 	}
 }

@@ -213,9 +213,12 @@ func TestIntegrationTxnCoordinatorKilled(t *testing.T) {
 				if err := p.BeginTransaction(); err != nil {
 					t.Fatal(err)
 				}
-				sendTxn(t, p, topic, 6, 200, "first")
+				first := sendTxn(t, p, topic, 6, 200, "first")
 				if err := p.CommitTransaction(ctx); err != nil {
 					t.Fatal(err)
+				}
+				if errs := first(); len(errs) > 0 {
+					t.Fatalf("the first transaction committed, but %d of its records failed: %v", len(errs), errs[0])
 				}
 
 				if err := p.BeginTransaction(); err != nil {
@@ -244,6 +247,12 @@ func TestIntegrationTxnCoordinatorKilled(t *testing.T) {
 					err = p.CommitTransaction(ctx)
 				}
 				t.Logf("coordinator %d killed %s: commit returned %v after %v", node, when, err, time.Since(start).Round(time.Millisecond))
+				// A lost coordinator is a retriable condition: the producer
+				// finds the new one and learns the outcome. Anything but a
+				// commit or an abortable error is a producer that gave up.
+				if err != nil && (!errors.Is(err, ErrTransactionAbortable) || errors.Is(err, ErrFatal)) {
+					t.Fatalf("commit with the coordinator killed %s: %v, want success or ErrTransactionAbortable", when, err)
+				}
 				recErrs := wait()
 				committed := []string{"first"}
 				if err == nil {
@@ -308,11 +317,13 @@ func TestIntegrationTxnTimeout(t *testing.T) {
 				t.Logf("coordinator state after the timeout: %s", state)
 				var recErrs []error
 				if sendLate {
+					// The coordinator aborted the transaction and bumped
+					// the epoch: records sent now cannot join it.
 					recErrs = sendTxn(t, p, topic, 6, 5, "late2")()
-					for _, e := range recErrs {
-						t.Logf("record sent after the timeout: %v", e)
-						break
+					if len(recErrs) != 6*5 {
+						t.Fatalf("%d of %d records sent after the transaction timed out failed, want all", len(recErrs), 6*5)
 					}
+					t.Logf("a record sent after the timeout: %v", recErrs[0])
 				}
 				// The coordinator's abort bumped the epoch, which is all a
 				// partition leader or the coordinator can tell: the

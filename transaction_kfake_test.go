@@ -474,7 +474,7 @@ func TestTxnSendOffsetsKfake(t *testing.T) {
 				if err := p.BeginTransaction(); err != nil {
 					t.Fatal(err)
 				}
-				sendTxn(t, p, "t", 1, 1, "o")
+				sent := sendTxn(t, p, "t", 1, 1, "o")
 				offs := map[string]map[int32]Offset{"t": {0: {Offset: offset, LeaderEpoch: -1, Metadata: "m"}, 2: {Offset: offset * 2, LeaderEpoch: -1}}}
 				if err := p.SendOffsetsToTransaction(ctx, offs, NewGroupMetadata(group)); err != nil {
 					t.Fatal(err)
@@ -485,6 +485,11 @@ func TestTxnSendOffsetsKfake(t *testing.T) {
 				}
 				if err := end(ctx); err != nil {
 					t.Fatal(err)
+				}
+				for _, err := range sent() {
+					if commit || !errors.Is(err, ErrTransactionAborted) {
+						t.Fatalf("the transaction's record (commit %v): %v", commit, err)
+					}
 				}
 			}
 			run(7, true)
@@ -552,12 +557,19 @@ func TestTxnCloseAbortsOpenTransaction(t *testing.T) {
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sendTxn(t, p, "t", 3, 1, "unsent") // may or may not be sent before Close
+	unsent := sendTxn(t, p, "t", 3, 1, "unsent") // may or may not be sent before Close
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if errs := wait(); len(errs) > 0 {
 		t.Fatal(errs[0])
+	}
+	// Each of these got its callback (wait returns only then), and a
+	// failure, if any, says the transaction was aborted.
+	for _, err := range unsent() {
+		if !errors.Is(err, ErrTransactionAborted) && !errors.Is(err, ErrAborted) {
+			t.Fatalf("a record of the aborted transaction failed with %v, want ErrTransactionAborted or ErrAborted", err)
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()

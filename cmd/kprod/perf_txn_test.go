@@ -4,10 +4,12 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // kprod perf --transaction-duration-ms sends in transactions, as Java's
@@ -15,6 +17,16 @@ import (
 // consumers once, and the cluster saw several commits.
 func TestPerfTransactions(t *testing.T) {
 	c := newCluster(t, 3, "txn")
+	var commits, aborts atomic.Int32
+	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if kreq.(*kmsg.EndTxnRequest).Commit {
+			commits.Add(1)
+		} else {
+			aborts.Add(1)
+		}
+		return nil, nil, false
+	})
 	const n = 4000
 	code, stdout, stderr := run(t, 30*time.Second, nil, "perf", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","),
 		"--topic", "txn", "--num-records", strconv.Itoa(n), "--payload-monotonic", "--throughput", "20000",
@@ -24,6 +36,12 @@ func TestPerfTransactions(t *testing.T) {
 	}
 	if r := parsePerfJSON(t, stdout); r.Records != n {
 		t.Errorf("records %d, want %d", r.Records, n)
+	}
+	// 4000 records at 20000/s take 200 ms: about 4 transactions of 50 ms.
+	// (Records sent without a transaction are read_committed too, so the
+	// read below alone would not show that transactions were used.)
+	if got := commits.Load(); got < 2 || aborts.Load() != 0 {
+		t.Errorf("%d commits and %d aborts, want several commits and no abort", got, aborts.Load())
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("txn"),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

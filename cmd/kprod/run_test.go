@@ -297,7 +297,9 @@ func TestPerfPeriodicLines(t *testing.T) {
 
 func TestPerfInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(300*time.Millisecond, cancel)
+	// Late enough that the embedded cluster is up and records went out,
+	// even under -race on a busy machine.
+	time.AfterFunc(1500*time.Millisecond, cancel)
 	code, stdout, stderr := runCtx(t, ctx, 20*time.Second, nil, "perf", "--num-records", "100000000", "--throughput", "2000", "--json")
 	if code != 130 {
 		t.Fatalf("exit %d, want 130 (interrupted)\nstderr: %s", code, stderr)

@@ -76,11 +76,26 @@ func TestLineReader(t *testing.T) {
 // Records are new slices: the next read must not overwrite a record that
 // is still waiting to be sent.
 func TestLineReaderCopies(t *testing.T) {
-	lr := newLineReader(strings.NewReader("first\nsecond\n"), []byte("\n"), 100)
-	a, _, _ := lr.next()
-	b, _, _ := lr.next()
-	if string(a) != "first" || string(b) != "second" {
-		t.Fatalf("got %q, %q", a, b)
+	// Lines longer than half the reader's 64 KiB buffer: reading the next
+	// ones refills it over the first.
+	const size = 50_000
+	var in strings.Builder
+	for _, c := range "abc" {
+		in.WriteString(strings.Repeat(string(c), size) + "\n")
+	}
+	lr := newLineReader(strings.NewReader(in.String()), []byte("\n"), size)
+	var got [][]byte
+	for range 3 {
+		d, _, err := lr.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, d)
+	}
+	for i, c := range "abc" {
+		if string(got[i]) != strings.Repeat(string(c), size) {
+			t.Fatalf("record %d changed after later reads: starts %.20q", i, got[i])
+		}
 	}
 }
 

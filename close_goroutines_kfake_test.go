@@ -1,0 +1,125 @@
+package kprod
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// producerGoroutinesNow lists, without waiting, the goroutines running
+// the producer's own loops: the sender, AddPartitionsToTxn, the metadata
+// goroutine, connections and dials.
+func producerGoroutinesNow() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		for _, fn := range []string{
+			"kprod.(*sender).run", "kprod.(*txnManager).addLoop",
+			"internal/cluster.(*Client).loop",
+			"internal/broker.(*Conn).", "internal/broker.(*Broker).", "internal/broker.dialConn.",
+		} {
+			if strings.Contains(g, fn) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// checkNoProducerGoroutines fails the test if one of the producer's
+// goroutines outlives after by more than the moment a goroutine needs to
+// return once it has said it is done (wg.Done, close(done) as its last
+// deferred call): 50 ms, where goleak's check at the end of the package
+// waits seconds, long enough for a Close that did not wait for a
+// connection or a timer to go unseen.
+func checkNoProducerGoroutines(t *testing.T, after string) {
+	t.Helper()
+	var g []string
+	for range 10 {
+		if g = producerGoroutinesNow(); len(g) == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%d of the producer's goroutines still run 50ms after %s returned; the first:\n%s", len(g), after, g[0])
+}
+
+// Close returns only when every goroutine the producer started has ended,
+// whatever was under way: records in flight, a transaction, a Close from
+// a callback, a Close whose ctx ended first.
+func TestCloseLeavesNoGoroutine(t *testing.T) {
+	if g := producerGoroutinesNow(); len(g) > 0 {
+		t.Fatalf("another test left a producer running:\n%s", g[0])
+	}
+	t.Run("records in flight", func(t *testing.T) {
+		c := newFake(t, 3)
+		p, err := NewProducer(testConfig(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := newOutcomes(t)
+		for i := range 3000 {
+			p.Send(context.Background(), &Record{Topic: "t", Value: []byte{byte(i)}}, o.cb())
+		}
+		if err := p.Close(ctxT(t, 30*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		checkNoProducerGoroutines(t, "Close")
+		o.wait(t, time.Second)
+	})
+	t.Run("transaction v1", func(t *testing.T) {
+		c := newFake(t, 3)
+		p := beginTxn(t, c, testConfig(c), "close-leak", true)
+		wait := sendTxn(t, p, "t", 3, 100, "x")
+		if err := p.Close(ctxT(t, 30*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		checkNoProducerGoroutines(t, "Close")
+		wait()
+	})
+	t.Run("Close from a callback", func(t *testing.T) {
+		c := newFake(t, 3)
+		p, err := NewProducer(testConfig(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan struct{})
+		p.Send(context.Background(), &Record{Topic: "t", Value: []byte("x")}, func(*Record, error) {
+			p.Close(context.Background())
+			close(closed)
+		})
+		<-closed
+		p.Close(context.Background()) // waits for the sender to finish the close
+		checkNoProducerGoroutines(t, "the second Close")
+	})
+	t.Run("forced by Close's ctx", func(t *testing.T) {
+		c := newFake(t, 3)
+		stop := stopAtCleanup(t)
+		c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			c.SleepControl(func() { sleepOrStop(20*time.Second, stop) })
+			return nil, nil, false
+		})
+		p, err := NewProducer(testConfig(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := newOutcomes(t)
+		for i := range 100 {
+			p.Send(context.Background(), &Record{Topic: "t", Value: []byte{byte(i)}}, o.cb())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if err := p.Close(ctx); err == nil {
+			t.Fatal("Close with produce requests held returned nil")
+		}
+		checkNoProducerGoroutines(t, "the forced Close")
+		o.wait(t, time.Second)
+	})
+}
