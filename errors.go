@@ -50,6 +50,18 @@ var (
 	// ErrConnectionLost: a connection broke with requests in flight
 	// (retried while delivery.timeout.ms allows).
 	ErrConnectionLost = kerr.ErrConnectionLost
+	// ErrMetadataTimeout: Send waited max.block.ms for the topic's
+	// metadata and no broker answered (is bootstrap.servers right, and
+	// the cluster reachable?). A topic the cluster does not have is
+	// ErrUnknownTopic instead.
+	ErrMetadataTimeout = kerr.ErrMetadataTimeout
+	// ErrDial: a connection to a broker could not be set up (refused,
+	// unreachable, or slower than socket.connection.setup.timeout.ms);
+	// retried. It is the last error that ErrMetadataTimeout names.
+	ErrDial = kerr.ErrDial
+	// ErrUnsupportedVersion: the broker supports no version of a request
+	// that kprod implements: the broker is too old for kprod.
+	ErrUnsupportedVersion = kerr.ErrUnsupportedVersion
 	// ErrFatal: the producer cannot go on (fenced, refused a producer
 	// id, ...); close it.
 	ErrFatal = kerr.ErrFatal

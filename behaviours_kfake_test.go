@@ -1,0 +1,89 @@
+package kprod
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kprod/kprod/internal/testcluster"
+	"github.com/kprod/kprod/kerr"
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// retries bounds the attempts after the first: a retriable error that
+// does not go away fails the record after retries+1 sends, saying so and
+// wrapping the broker's error.
+func TestRetriesLimit(t *testing.T) {
+	c := newFake(t, 1)
+	var produces atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		produces.Add(1)
+		return nil, nil, false
+	})
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.NotEnoughReplicas, Count: -1})
+	cfg := testConfig(c)
+	cfg.Retries = 2
+	cfg.RetryBackoff, cfg.RetryBackoffMax = 5*time.Millisecond, 5*time.Millisecond
+	p := newTestProducer(t, cfg)
+	err := p.SendSync(ctxT(t, 20*time.Second), &Record{Topic: "t", Value: []byte("x")})
+	if !errors.Is(err, kerr.NotEnoughReplicas) || !strings.Contains(err.Error(), "after 2 retries") {
+		t.Fatalf("err = %v, want NOT_ENOUGH_REPLICAS after 2 retries", err)
+	}
+	if n := produces.Load(); n != 3 {
+		t.Errorf("%d produce requests, want 3 (the first send and 2 retries)", n)
+	}
+}
+
+// Flush's ctx bounds only the wait: the records keep going and get their
+// own outcome afterwards.
+func TestFlushCtxEnds(t *testing.T) {
+	c := newFake(t, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	p := newTestProducer(t, testConfig(c))
+	o := newOutcomes(t)
+	for i := range 10 {
+		p.Send(context.Background(), &Record{Topic: "t", Value: []byte{byte(i)}}, o.cb())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := p.Flush(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Flush with the produce request held: %v, want its ctx's error", err)
+	}
+	open()
+	o.wait(t, 10*time.Second)
+	if ok, failed := o.errCount(); ok != 10 {
+		t.Fatalf("%d delivered, %d failed after the Flush gave up; want all delivered", ok, failed)
+	}
+	if err := p.Flush(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatalf("Flush with nothing left: %v", err)
+	}
+}
+
+// A producer whose bootstrap servers do not answer fails a Send after
+// max.block.ms with ErrMetadataTimeout that names the addresses tried.
+func TestUnreachableBootstrap(t *testing.T) {
+	dead := testcluster.FreeAddr(t)
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = []string{dead}
+	cfg.MaxBlock = 500 * time.Millisecond
+	p := newTestProducer(t, cfg)
+	err := p.SendSync(context.Background(), &Record{Topic: "t", Value: []byte("x")})
+	if !errors.Is(err, ErrMetadataTimeout) || !strings.Contains(err.Error(), dead) {
+		t.Fatalf("Send with no broker answering: %v, want ErrMetadataTimeout naming %s", err, dead)
+	}
+}
