@@ -1,7 +1,6 @@
 package kprod
 
 import (
-	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -11,13 +10,14 @@ import (
 // Metrics is a snapshot of the producer's metrics, with the Java
 // producer's names and meanings (its producer-metrics and
 // producer-topic-metrics groups). Rates are per second over the last 30
-// seconds (Java: metrics.sample.window.ms × metrics.num.samples, 30 s ×
-// 2); averages and maxima are since the producer started. Times are in
-// milliseconds, as in Java. Map gives them by their Java names.
+// seconds; averages and maxima are over the last 30 to 60 seconds (Java:
+// metrics.sample.window.ms × metrics.num.samples, 30 s × 2), and 0 when
+// nothing happened in that time (Java: NaN). Times are in milliseconds,
+// as in Java. Map gives them by their Java names.
 type Metrics struct {
 	RecordSendRate       float64 // record-send-rate: records sent (drained into requests) per second
 	RecordSendTotal      int64   // record-send-total
-	ByteRate             float64 // byte-rate: bytes of record batches sent per second (uncompressed)
+	ByteRate             float64 // byte-rate: bytes of record batches sent per second, as sent (after compression)
 	ByteTotal            int64   // byte-total
 	RecordSizeAvg        float64 // record-size-avg: encoded record size
 	RecordSizeMax        float64 // record-size-max
@@ -116,16 +116,7 @@ func (p *Producer) Metrics() Metrics {
 	m := Metrics{
 		RecordSendTotal:      mt.records.Load(),
 		ByteTotal:            mt.bytes.Load(),
-		RecordSizeMax:        mt.recSizeMax.maxValue(),
-		BatchSizeAvg:         mt.batchSize.avg(),
-		BatchSizeMax:         mt.batchSize.maxValue(),
-		CompressionRateAvg:   mt.compression.avg(),
-		RecordsPerRequestAvg: mt.recsPerReq.avg(),
 		RequestTotal:         mt.requests.Load(),
-		RequestLatencyAvg:    mt.latency.avg(),
-		RequestLatencyMax:    mt.latency.maxValue(),
-		RecordQueueTimeAvg:   mt.queueTime.avg(),
-		RecordQueueTimeMax:   mt.queueTime.maxValue(),
 		RecordRetryTotal:     mt.retries.Load(),
 		RecordErrorTotal:     mt.errors.Load(),
 		BatchSplitTotal:      mt.batchSplits.Load(),
@@ -133,13 +124,15 @@ func (p *Producer) Metrics() Metrics {
 		BufferAvailableBytes: p.pool.availableBytes(),
 		BufferTotalBytes:     p.cfg.BufferMemory,
 		BufferPoolWaitTimeNs: p.pool.waitTimeTotal().Nanoseconds(),
-		ProduceThrottleAvg:   mt.throttle.avg(),
-		ProduceThrottleMax:   mt.throttle.maxValue(),
 		Topics:               map[string]TopicMetrics{},
 	}
-	if m.RecordSendTotal > 0 {
-		m.RecordSizeAvg = float64(mt.recordBytes.Load()) / float64(m.RecordSendTotal)
-	}
+	m.RecordSizeAvg, m.RecordSizeMax = mt.recSize.read(now)
+	m.BatchSizeAvg, m.BatchSizeMax = mt.batchSize.read(now)
+	m.CompressionRateAvg, _ = mt.compression.read(now)
+	m.RecordsPerRequestAvg, _ = mt.recsPerReq.read(now)
+	m.RequestLatencyAvg, m.RequestLatencyMax = mt.latency.read(now)
+	m.RecordQueueTimeAvg, m.RecordQueueTimeMax = mt.queueTime.read(now)
+	m.ProduceThrottleAvg, m.ProduceThrottleMax = mt.throttle.read(now)
 	m.RecordSendRate = mt.window.rate(now, "records", m.RecordSendTotal)
 	m.ByteRate = mt.window.rate(now, "bytes", m.ByteTotal)
 	m.RequestRate = mt.window.rate(now, "requests", m.RequestTotal)
@@ -148,12 +141,12 @@ func (p *Producer) Metrics() Metrics {
 	m.BatchSplitRate = mt.window.rate(now, "batch-splits", m.BatchSplitTotal)
 	for name, t := range *p.acc.topics.Load() {
 		tm := TopicMetrics{
-			RecordSendTotal:    t.metrics.records.Load(),
-			ByteTotal:          t.metrics.bytes.Load(),
-			CompressionRateAvg: t.metrics.compression.avg(),
-			RecordRetryTotal:   t.metrics.retries.Load(),
-			RecordErrorTotal:   t.metrics.errors.Load(),
+			RecordSendTotal:  t.metrics.records.Load(),
+			ByteTotal:        t.metrics.bytes.Load(),
+			RecordRetryTotal: t.metrics.retries.Load(),
+			RecordErrorTotal: t.metrics.errors.Load(),
 		}
+		tm.CompressionRateAvg, _ = t.metrics.compression.read(now)
 		tm.RecordSendRate = mt.window.rate(now, "records:"+name, tm.RecordSendTotal)
 		tm.ByteRate = mt.window.rate(now, "bytes:"+name, tm.ByteTotal)
 		tm.RecordRetryRate = mt.window.rate(now, "retries:"+name, tm.RecordRetryTotal)
@@ -166,10 +159,10 @@ func (p *Producer) Metrics() Metrics {
 // producerMetrics is written by the sender goroutine only (and read by
 // Metrics from any goroutine), so plain atomics suffice.
 type producerMetrics struct {
-	records, bytes, recordBytes, requests, retries, errors, inFlight, batchSplits atomic.Int64
+	records, bytes, requests, retries, errors, inFlight, batchSplits atomic.Int64
 
-	recSizeMax, batchSize, compression, recsPerReq, latency, queueTime, throttle stat
-	window                                                                       rateWindow
+	recSize, batchSize, compression, recsPerReq, latency, queueTime, throttle stat
+	window                                                                    rateWindow
 }
 
 type topicMetrics struct {
@@ -177,30 +170,53 @@ type topicMetrics struct {
 	compression                     stat
 }
 
-// stat is a running average and maximum with a single writer.
+// stat is an average and a maximum over the last 30 to 60 s, as Java's
+// sampled stats with their defaults (metrics.sample.window.ms 30 s,
+// metrics.num.samples 2): values go into the current 30 s sample, and a
+// sample that started more than 60 s ago no longer counts, so one slow
+// request leaves request-latency-max within a minute. Written by the
+// sender goroutine, read by Metrics; neither is per record.
 type stat struct {
-	sum atomic.Uint64 // float64 bits: no overflow however long it runs
-	n   atomic.Int64
-	max atomic.Int64 // thousandths
+	mu  sync.Mutex
+	s   [2]statSample // s[cur] takes new values; guarded by mu
+	cur int           // guarded by mu
 }
 
-func (s *stat) record(v float64) {
-	s.sum.Store(math.Float64bits(math.Float64frombits(s.sum.Load()) + v))
-	s.n.Add(1)
-	if x := int64(v * 1000); x > s.max.Load() {
-		s.max.Store(x)
+type statSample struct {
+	start    time.Time
+	sum, max float64
+	n        int64
+}
+
+const (
+	statSampleSpan = 30 * time.Second
+	statSamples    = 2
+)
+
+func (s *stat) record(now time.Time, v float64) { s.recordN(now, v, 1, v) }
+
+// read returns the average and the maximum of the values recorded in the
+// samples still in the window, or zeros if there are none.
+func (s *stat) read(now time.Time) (avg, maxV float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sum float64
+	var n int64
+	for _, c := range s.s {
+		if c.n == 0 || now.Sub(c.start) >= statSamples*statSampleSpan {
+			continue
+		}
+		if n == 0 || c.max > maxV {
+			maxV = c.max
+		}
+		sum += c.sum
+		n += c.n
 	}
-}
-
-func (s *stat) avg() float64 {
-	n := s.n.Load()
 	if n == 0 {
-		return 0
+		return 0, 0
 	}
-	return math.Float64frombits(s.sum.Load()) / float64(n)
+	return sum / float64(n), maxV
 }
-
-func (s *stat) maxValue() float64 { return float64(s.max.Load()) / 1000 }
 
 // rateWindow turns counters into per-second rates over the last 30 s:
 // each Metrics call remembers the counters it saw, and a rate is the
@@ -244,20 +260,42 @@ func (w *rateWindow) rate(now time.Time, key string, total int64) float64 {
 	return r
 }
 
-// onDrained records a batch going into a request.
-func (m *producerMetrics) onDrained(b *batch, now time.Time) {
+// onSent records a batch handed to a connection in a produce request
+// (again for each retry, as in Java).
+func (m *producerMetrics) onSent(b *batch, now time.Time) {
 	n := int64(len(b.recs))
-	raw := b.bld.UncompressedSize()
+	wire := int64(len(b.wire))
 	m.records.Add(n)
-	m.bytes.Add(int64(raw))
-	m.recordBytes.Add(int64(b.sumRecSize))
-	m.batchSize.record(float64(len(b.wire)))
-	ratio := float64(len(b.wire)) / float64(max(raw, 1))
-	m.compression.record(ratio)
-	m.queueTime.record(float64(now.Sub(b.created)) / float64(time.Millisecond))
-	m.recSizeMax.record(float64(b.maxRecSize))
+	m.bytes.Add(wire)
+	m.batchSize.record(now, float64(wire))
+	ratio := float64(wire) / float64(max(b.bld.UncompressedSize(), 1))
+	m.compression.record(now, ratio)
+	m.queueTime.record(now, float64(now.Sub(b.created))/float64(time.Millisecond))
+	// Java records each record's size; the batch's average and its
+	// largest give the same average and maximum.
+	m.recSize.recordN(now, float64(b.sumRecSize), n, float64(b.maxRecSize))
 	tm := &b.q.topic.metrics
 	tm.records.Add(n)
-	tm.bytes.Add(int64(raw))
-	tm.compression.record(ratio)
+	tm.bytes.Add(wire)
+	tm.compression.record(now, ratio)
+}
+
+// recordN records n values that sum to sum, the largest of them maxV.
+func (s *stat) recordN(now time.Time, sum float64, n int64, maxV float64) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	c := &s.s[s.cur]
+	if c.n == 0 || now.Sub(c.start) >= statSampleSpan {
+		if c.n > 0 {
+			s.cur = (s.cur + 1) % statSamples
+			c = &s.s[s.cur]
+		}
+		*c = statSample{start: now, max: maxV}
+	}
+	c.sum += sum
+	c.n += n
+	c.max = max(c.max, maxV)
+	s.mu.Unlock()
 }

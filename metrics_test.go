@@ -66,3 +66,28 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("record-send-rate %.1f after sending more", r)
 	}
 }
+
+// Averages and maxima cover the last 30 to 60 s (two samples of 30 s, as
+// Java's defaults): one slow request leaves request-latency-max within a
+// minute instead of staying there for good.
+func TestStatWindow(t *testing.T) {
+	var s stat
+	t0 := time.Now()
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	check := func(now time.Duration, wantAvg, wantMax float64) {
+		t.Helper()
+		if avg, mx := s.read(at(now)); avg != wantAvg || mx != wantMax {
+			t.Errorf("at %v: avg %v max %v, want %v and %v", now, avg, mx, wantAvg, wantMax)
+		}
+	}
+	check(0, 0, 0)
+	s.record(at(0), 100)
+	s.record(at(10*time.Second), 1)
+	check(20*time.Second, 50.5, 100)
+	s.record(at(31*time.Second), 2) // a second sample
+	check(40*time.Second, 103.0/3, 100)
+	check(61*time.Second, 2, 2) // the first sample started over 60 s ago
+	s.record(at(62*time.Second), 4) // a third sample replaces the first
+	check(70*time.Second, 3, 4)
+	check(200*time.Second, 0, 0)
+}

@@ -62,6 +62,7 @@ type produceResult struct {
 	resp    kmsg.Response
 	err     error
 	sentAt  time.Time           // for request-latency
+	doneAt  time.Time           // when the response (or failure) came, before any callback ran
 	ids     map[[16]byte]string // topic id → name, as sent (Produce v13)
 }
 
@@ -327,7 +328,6 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 				q.topic.observeCompression(b.bld.CompressionRatio())
 			}
 		}
-		p.metrics.onDrained(b, now)
 		q.inflight++
 		d.bs = append(d.bs, b)
 		d.bytes += len(b.wire)
@@ -369,7 +369,7 @@ func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[s
 		s.txnProduce(req)
 	}
 	ok := br.TrySend(req, noResp, func(resp kmsg.Response, err error) {
-		res.resp, res.err = resp, err
+		res.resp, res.err, res.doneAt = resp, err, time.Now()
 		s.resMu.Lock()
 		s.results = append(s.results, res)
 		s.resMu.Unlock()
@@ -388,9 +388,12 @@ func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[s
 		nrecs += len(b.recs)
 	}
 	p.metrics.requests.Add(1)
-	p.metrics.recsPerReq.record(float64(nrecs))
+	p.metrics.recsPerReq.record(res.sentAt, float64(nrecs))
 	p.metrics.inFlight.Store(int64(s.inflight))
 	for _, b := range bs {
+		// Counted when the request is handed over, not when drained: a
+		// batch the connection refused goes back to its deque unsent.
+		p.metrics.onSent(b, res.sentAt)
 		b.inFlight = true
 		b.sent = true
 		b.sends++
@@ -448,8 +451,10 @@ func (s *sender) handle(r *produceResult) {
 		return
 	}
 	resp := r.resp.(*kmsg.ProduceResponse)
-	p.metrics.latency.record(float64(now.Sub(r.sentAt)) / float64(time.Millisecond))
-	p.metrics.throttle.record(float64(resp.ThrottleMillis))
+	// From the request to its response: not the time earlier callbacks
+	// of this round took.
+	p.metrics.latency.record(now, float64(r.doneAt.Sub(r.sentAt))/float64(time.Millisecond))
+	p.metrics.throttle.record(now, float64(resp.ThrottleMillis))
 	if resp.ThrottleMillis > 0 {
 		// Kafka ≥ 2.0 throttles after answering (KIP-219): the client
 		// must not send to that broker until the time has passed.
