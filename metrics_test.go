@@ -86,7 +86,7 @@ func TestStatWindow(t *testing.T) {
 	check(20*time.Second, 50.5, 100)
 	s.record(at(31*time.Second), 2) // a second sample
 	check(40*time.Second, 103.0/3, 100)
-	check(61*time.Second, 2, 2) // the first sample started over 60 s ago
+	check(61*time.Second, 2, 2)     // the first sample started over 60 s ago
 	s.record(at(62*time.Second), 4) // a third sample replaces the first
 	check(70*time.Second, 3, 4)
 	check(200*time.Second, 0, 0)
