@@ -159,9 +159,9 @@ type partq struct {
 	// complete; while there are any, the partition sends one batch at a
 	// time, so that a part refused again cannot fall behind later records.
 	splitting  int
-	nextSeq    int32    // idempotence: sequence of the next new batch
-	lastAcked  int32    // idempotence: last sequence acknowledged, -1 none
-	suspectEnd int32    // idempotence: a failed batch ended here, -1 none
+	nextSeq    int64    // idempotence: sequence of the next new batch (not wrapped: see wireSeq)
+	lastAcked  int64    // idempotence: last sequence acknowledged, -1 none
+	suspectEnd int64    // idempotence: a failed batch ended here, -1 none
 	pending    []*batch // idempotence: batches with a sequence, not yet completed, by sequence
 	// idempotence: the producer id and epoch the sequences are numbered
 	// in (-1 before the first batch), and whether the partition waits
@@ -204,7 +204,7 @@ type batch struct {
 	// or under q.mu.
 	wire     []byte // the sealed batch; nil until drained the first time
 	attempts int
-	seq      int32 // idempotence: base sequence, noSeq until first drained
+	seq      int64 // idempotence: base sequence (not wrapped: see wireSeq), noSeq until first drained
 	// renumbered: the batch's sequence was restarted by an epoch bump
 	// (Java's sequenceHasBeenReset).
 	renumbered bool

@@ -58,6 +58,15 @@ type idempotence struct {
 // noSeq marks a batch whose sequence is not assigned yet.
 const noSeq = -1
 
+// wireSeq is a sequence as the record batch carries it. kprod counts a
+// partition's sequences in an int64 that does not wrap, so that its
+// comparisons (next, last acknowledged, a gap) stay plain; on the wire
+// they wrap from Int32.MaxValue to 0, as Java's
+// DefaultRecordBatch.incrementSequence and the broker have them. A
+// producer that sends 2^31 records to one partition in one epoch (half
+// an hour at a million records a second) gets there.
+func wireSeq(seq int64) int32 { return int32(seq % (math.MaxInt32 + 1)) }
+
 // ensureProducerID gets a producer id before the first produce and bumps
 // the epoch when a partition needs it. It blocks the sender for at most
 // one request (request.timeout.ms), which is fine: nothing can be produced
@@ -182,8 +191,8 @@ func (s *sender) restartSequences(q *partq) {
 	for _, b := range q.pending {
 		b.seq = q.nextSeq
 		b.renumbered = true
-		q.nextSeq += int32(len(b.recs))
-		if err := recbatch.SetProducerState(b.wire, q.pid, q.epoch, b.seq); err != nil {
+		q.nextSeq += int64(len(b.recs))
+		if err := recbatch.SetProducerState(b.wire, q.pid, q.epoch, wireSeq(b.seq)); err != nil {
 			panic("kprod: resequencing a batch that is not sealed: " + err.Error()) // a bug, not an input error
 		}
 	}
@@ -200,11 +209,11 @@ func (s *sender) sealIdempotent(q *partq, b *batch) {
 		s.restartSequences(q)
 	}
 	b.seq = q.nextSeq
-	q.nextSeq += int32(len(b.recs))
+	q.nextSeq += int64(len(b.recs))
 	opts := s.p.acc.codecOpts
 	opts.Idempotent = true
 	opts.Transactional = s.txn.on
-	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = q.pid, q.epoch, b.seq
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = q.pid, q.epoch, wireSeq(b.seq)
 	b.wire = b.bld.Seal(opts)
 	q.pending = append(q.pending, b)
 }
@@ -333,7 +342,7 @@ func (s *sender) onBatchDone(b *batch, err error) {
 			break
 		}
 	}
-	end := b.seq + int32(len(b.recs)) - 1
+	end := b.seq + int64(len(b.recs)) - 1
 	if err == nil {
 		q.lastAcked = max(q.lastAcked, end)
 		return

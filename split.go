@@ -56,7 +56,7 @@ func (s *sender) splitTooLarge(b *batch, cause error) {
 	if b.seq != noSeq {
 		// The parts take the batch's sequence range, in order, and its
 		// place among the unacknowledged batches.
-		parts[1].seq = b.seq + int32(cut)
+		parts[1].seq = b.seq + int64(cut)
 		parts[0].seq = b.seq
 		parts[0].renumbered, parts[1].renumbered = b.renumbered, b.renumbered
 		if i := slices.Index(q.pending, b); i >= 0 {
@@ -68,7 +68,7 @@ func (s *sender) splitTooLarge(b *batch, cause error) {
 			opts := p.acc.codecOpts
 			opts.Idempotent = true
 			opts.Transactional = s.txn.on
-			opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = q.pid, q.epoch, c.seq // the batch's numbering
+			opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = q.pid, q.epoch, wireSeq(c.seq) // the batch's numbering
 			c.wire = c.bld.Seal(opts)
 		} else {
 			c.wire = c.bld.Seal(p.acc.codecOpts)
