@@ -206,6 +206,11 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 		// Java's ProducerRecord refuses it when the record is made.
 		return fmt.Errorf("%w: partition %d of %q is negative", kerr.ErrInvalidRecord, r.Partition, r.Topic)
 	}
+	if !r.Timestamp.IsZero() && r.Timestamp.UnixMilli() < 0 {
+		// Java's ProducerRecord too: -1 would read as "no timestamp".
+		return fmt.Errorf("%w: the timestamp %s of the record for %q is before 1970; leave Timestamp zero for the time of Send",
+			kerr.ErrInvalidRecord, r.Timestamp.UTC().Format(time.RFC3339Nano), r.Topic)
+	}
 	if p.txn != nil {
 		// Fail fast outside a transaction; checked again at the append.
 		if err := p.txn.checkSend(r.Topic); err != nil {

@@ -572,6 +572,11 @@ func TestNegativePartitionInvalid(t *testing.T) {
 		if err := p.SendSync(ctx, (&Record{Topic: "t"}).ToPartition(-1)); !errors.Is(err, ErrInvalidRecord) {
 			t.Fatalf("metadata known %v: partition -1: %v, want ErrInvalidRecord", warm, err)
 		}
+		// A timestamp before 1970 too, as Java's ProducerRecord: -1 ms
+		// would read as "no timestamp" on the broker.
+		if err := p.SendSync(ctx, &Record{Topic: "t", Timestamp: time.UnixMilli(-1)}); !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("metadata known %v: timestamp -1 ms: %v, want ErrInvalidRecord", warm, err)
+		}
 	}
 }
 
