@@ -373,8 +373,20 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 // that buffer can hold when even that is not enough. buffer.memory thus
 // bounds the uncompressed bytes kprod holds.
 func (a *accumulator) newBatchSize(t *topicState, limit int) (size int, ratio float32) {
-	if !a.compressed || limit != a.batchSize {
+	if !a.compressed {
 		return limit, 0
+	}
+	if limit != a.batchSize {
+		// One record larger than batch.size, in a buffer of its exact
+		// size: room for the codec's worst case, so that the seal
+		// does not move the batch out of the memory charged for it.
+		// (Not above buffer.memory: the seal then moves it, rather
+		// than the record failing.)
+		size = max(limit, a.codecOpts.Compressor.BatchBound(limit))
+		if int64(size) > a.pool.total {
+			size = max(limit, int(a.pool.total))
+		}
+		return size, 0
 	}
 	ratio = t.compressionEstimate()
 	want := recbatch.RecordsCapacity(limit, ratio)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/kprod/kprod/internal/recbatch"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -251,4 +253,43 @@ func compressedBatchesFill(t *testing.T, sticky bool) int {
 		t.Errorf("a batch of %d bytes on the wire, batch.size is %d", biggest, cfg.BatchSize)
 	}
 	return measured
+}
+
+// A record larger than batch.size gets a batch of its own whose buffer
+// has room for the codec's worst case: the seal keeps it in the memory
+// charged for it, even when the record does not compress.
+func TestOversizedCompressedBatchSealsInPlace(t *testing.T) {
+	for _, name := range []string{CompressionGzip, CompressionSnappy, CompressionLz4, CompressionZstd} {
+		t.Run(name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			codec, err := recbatch.ParseCodec(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := recbatch.NewCompressor(codec, cfg.compressionLevel(codec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seal := recbatch.SealOptions{Compressor: c}
+			acc := newAccumulator(newBufferPool(cfg.BufferMemory, cfg.BatchSize), cfg.BatchSize, cfg.Linger, seal, func() {})
+			val := make([]byte, 4*cfg.BatchSize)
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := range val {
+				val[i] = byte(rng.Uint32()) // random: it does not compress
+			}
+			limit := recbatch.RecordSize(0, 0, nil, val, nil) + recbatch.HeaderSize
+			size, _ := acc.newBatchSize(acc.topic("t"), limit)
+			buf := make([]byte, 0, size)
+			var bld recbatch.Builder
+			bld.Reset(buf, 0)
+			bld.Append(0, nil, val, nil)
+			if !bld.IsFull(limit) {
+				t.Errorf("a one-record batch at its exact size is not full")
+			}
+			wire := bld.Seal(seal)
+			if unsafe.SliceData(wire) != unsafe.SliceData(buf) {
+				t.Errorf("the sealed %s batch (%d bytes, from %d) moved out of its %d-byte buffer", name, len(wire), limit, size)
+			}
+		})
+	}
 }

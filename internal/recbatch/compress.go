@@ -257,6 +257,16 @@ func (c *Compressor) AppendCompressed(dst, src []byte) ([]byte, error) {
 // Seal sizes its scratch buffers with it, so that the
 // encoders never re-allocate (and re-copy, and the runtime re-zero) the
 // buffer half-way through a batch.
+// BatchBound is the largest a batch of size bytes (header included) can
+// be once sealed with c's codec: the buffer it needs so that Seal never
+// has to move it. nil (no compression) is size.
+func (c *Compressor) BatchBound(size int) int {
+	if c == nil || size <= HeaderSize {
+		return size
+	}
+	return HeaderSize + c.maxCompressedLen(size-HeaderSize)
+}
+
 func (c *Compressor) maxCompressedLen(n int) int {
 	switch c.codec {
 	case Gzip:
