@@ -211,13 +211,23 @@ func TestRetryBackoffSkippedWhenLeaderChanged(t *testing.T) {
 	// does for a producer whose metadata is minutes old.
 	cfg.RetryBackoff, cfg.RetryBackoffMax = 3*time.Second, 3*time.Second
 	cfg.DeliveryTimeout = 2 * time.Minute
+	var lastMeta atomic.Int64
+	c.ControlKey(kmsg.Metadata.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		lastMeta.Store(time.Now().UnixNano())
+		return nil, nil, false
+	})
 	p := newTestProducer(t, cfg)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := ctxT(t, 30*time.Second)
 	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("before")}).ToPartition(0)); err != nil {
 		t.Fatal(err)
 	}
 	oldLeader := p.cl.Snapshot().Leader("t", 0)
-	time.Sleep(cfg.RetryBackoff)
+	// No refresh for longer than its backoff (3s ±20%): the one the
+	// error asks for goes at once.
+	for time.Since(time.Unix(0, lastMeta.Load())) < cfg.RetryBackoff*13/10 {
+		time.Sleep(50 * time.Millisecond)
+	}
 	var moved atomic.Bool
 	c.ControlKey(kmsg.Produce.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()

@@ -260,9 +260,11 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 			q.mu.Unlock()
 			continue
 		}
-		// Full: Java's deque.size() > 1 || batch.isFull(): a batch that
-		// reached its limit (one record larger than batch.size, say, or
-		// any with batch.size=0) goes at once, not after linger.ms.
+		// Full, as Java's deque.size() > 1 || batch.isFull(), and also a
+		// batch that reached its limit exactly: one record larger than
+		// batch.size (or any with batch.size=0) goes at once. (Java's
+		// limit for such a batch is an upper bound with 21 bytes of
+		// slack, so there it waits for linger.ms.)
 		sendable := len(q.batches) > 1 || b.full || b.bld.IsFull(b.limit) || urgent || now.Sub(b.created) >= linger
 		if !sendable {
 			soon(b.created.Add(linger))

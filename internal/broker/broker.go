@@ -286,7 +286,7 @@ func (b *Broker) Close() {
 // reaches it fails with a retriable ErrConnectionLost that says so, not
 // with ErrClosed ("producer is closed").
 func (b *Broker) Retire() {
-	b.close(fmt.Errorf("%w to broker %d (%s): the broker left the cluster metadata", kerr.ErrConnectionLost, b.id, b.addr))
+	b.close(fmt.Errorf("%w to broker %d (%s): the producer stopped using it (the broker left the cluster metadata or moved, or it was a bootstrap address)", kerr.ErrConnectionLost, b.id, b.addr))
 }
 
 func (b *Broker) close(err error) {

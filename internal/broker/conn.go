@@ -611,9 +611,12 @@ func (c *Conn) readLoop() {
 			// connection cannot be trusted any more. As for a lost
 			// connection, the request fails retriably (the broker may
 			// have acted on it), and so does everything else in flight.
+			// Failed first, as a request timeout does: a request sent
+			// once this one completes must not go out on it.
 			what := fmt.Sprintf("cannot decode its %s v%d response (%v)", kmsg.NameForKey(p.req.Key()), p.req.GetVersion(), err)
-			c.complete(p, nil, c.lostErr("read", fmt.Errorf("%s; the request may have been acted on", what)))
+			c.cfg.Logger.Warn("closing a connection: the broker's response could not be decoded", "broker", c.nodeID, "addr", c.addr, "err", what)
 			c.fail(c.lostErr("read", errors.New(what)))
+			c.complete(p, nil, c.lostErr("read", fmt.Errorf("%s; the request may have been acted on", what)))
 			return
 		}
 		c.complete(p, resp, nil)

@@ -267,7 +267,8 @@ func (c *Client) WaitTopic(ctx context.Context, name string) (*Topic, error) {
 	c.UseTopic(name)
 	var lastErr error
 	for {
-		if t := c.Snapshot().Topics[name]; t != nil {
+		t := c.Snapshot().Topics[name]
+		if t != nil {
 			if t.Err == nil && len(t.Partitions) > 0 {
 				return t, nil
 			}
@@ -277,6 +278,11 @@ func (c *Client) WaitTopic(ctx context.Context, name string) (*Topic, error) {
 					return nil, fmt.Errorf("topic %q: %w", name, t.Err)
 				}
 			}
+		} else {
+			// Not in any answer yet: still new, asked for without the
+			// refresh backoff (Java's requestUpdateForTopic), also when
+			// the refresh that would have named it had already started.
+			c.topicAdded()
 		}
 		if err := c.Refresh(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -433,6 +439,7 @@ func (c *Client) loop() {
 			failures++
 			c.cfg.Logger.Debug("metadata refresh failed", "err", r.err)
 			c.RequestRefresh() // keep trying while someone may be waiting
+			c.closeDrained()
 		} else {
 			failures = 0
 			if c.progressed {
@@ -458,27 +465,40 @@ func (c *Client) refresh() error {
 	now := time.Now()
 
 	c.mu.Lock()
-	if why := c.rebootstrapDue(now); why != "" {
-		c.rebootstrapLocked(why)
+	why := c.rebootstrapDue(now)
+	if why != "" {
+		c.bootstrap = newBootstrap(c.cfg)
 	}
 	if c.failingSince.IsZero() {
 		c.failingSince = now
 	}
 	// Bootstrap addresses are candidates until a metadata answer names
-	// the brokers, at the start and again after a rebootstrap.
-	cands := make([]*broker.Broker, 0, len(c.brokers)+len(c.bootstrap))
+	// the brokers, at the start and again after a rebootstrap. After a
+	// rebootstrap they go first: the known brokers stopped answering, and
+	// one that hangs would cost request.timeout.ms before them.
+	known := make([]*broker.Broker, 0, len(c.brokers)+len(c.bootstrap))
 	for _, b := range c.brokers {
-		cands = append(cands, b)
+		known = append(known, b)
 	}
-	cands = append(cands, c.bootstrap...)
+	groups := [][]*broker.Broker{append(known, c.bootstrap...)}
+	if len(known) > 0 && len(c.bootstrap) > 0 {
+		groups = [][]*broker.Broker{c.bootstrap, known}
+	}
 	c.mu.Unlock()
+	if why != "" {
+		c.cfg.Logger.Info("rebootstrapping: metadata will be asked from bootstrap.servers again", "reason", why, "bootstrap_servers", c.cfg.Bootstrap)
+	}
 
 	var errs []error
 	var refused error // the first authentication or TLS refusal
 	answered := false
 	tried := map[*broker.Broker]bool{}
-	for len(tried) < len(cands) {
-		b := leastLoaded(cands, tried)
+	for len(groups) > 0 {
+		b := leastLoaded(groups[0], tried)
+		if b == nil {
+			groups = groups[1:]
+			continue
+		}
 		tried[b] = true
 		c.mu.Lock()
 		c.requests++
@@ -496,10 +516,13 @@ func (c *Client) refresh() error {
 		answered = true
 		mr := resp.(*kmsg.MetadataResponse)
 		if err := kerr.ForCode(mr.ErrorCode); err != nil {
-			if errors.Is(err, kerr.RebootstrapRequired) {
-				c.toldToReboot = true
-			}
 			errs = append(errs, fmt.Errorf("metadata from broker %d (%s): %w", b.ID(), b.Addr(), err))
+			if errors.Is(err, kerr.RebootstrapRequired) && c.cfg.Rebootstrap {
+				// The other known brokers would say the same: the next
+				// refresh asks bootstrap.servers.
+				c.toldToReboot = true
+				break
+			}
 			continue
 		}
 		if len(mr.Brokers) == 0 {
@@ -521,7 +544,12 @@ func (c *Client) refresh() error {
 
 // rebootstrapDue says why the next refresh should go back to the
 // bootstrap addresses, or "" if it should not: the Java client's
-// metadata.recovery.strategy=rebootstrap (KIP-899, KIP-1102). Only with
+// metadata.recovery.strategy=rebootstrap (KIP-899, KIP-1102). The refresh
+// then adds fresh bootstrap addresses (resolved anew when dialed) to its
+// candidates, first. Unlike the Java client it keeps the brokers it
+// knows, and their connections, until a metadata answer says which of
+// them are gone: the sender may still be writing to one that answers
+// again. Only with
 // brokers known from metadata (before the first answer, and after a
 // rebootstrap, the bootstrap addresses are candidates already). Called
 // with mu held, by the loop goroutine.
@@ -540,16 +568,6 @@ func (c *Client) rebootstrapDue(now time.Time) string {
 	return ""
 }
 
-// rebootstrapLocked adds fresh bootstrap addresses (resolved anew when
-// dialed) to the refresh candidates. Unlike the Java client it keeps the
-// brokers it knows, and their connections, until a metadata answer says
-// which of them are gone: the sender may still be writing to one that
-// answers again. Called with mu held.
-func (c *Client) rebootstrapLocked(why string) {
-	c.cfg.Logger.Info("rebootstrapping: metadata will be asked from bootstrap.servers again", "reason", why, "bootstrap_servers", c.cfg.Bootstrap)
-	c.bootstrap = newBootstrap(c.cfg)
-}
-
 // buildRequest asks for the topics in use, dropping those idle longer
 // than metadata.max.idle.ms. With no topic in use it asks for none (an
 // empty list; a null list would mean every topic).
@@ -558,8 +576,14 @@ func (c *Client) buildRequest() *kmsg.MetadataRequest {
 	req.AllowAutoTopicCreation = c.cfg.AutoCreateTopics
 	req.Topics = []kmsg.MetadataRequestTopic{}
 	now := time.Now().UnixNano()
+	var dropped []string
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() {
+		c.mu.Unlock()
+		for _, name := range dropped { // the logger runs without our lock
+			c.cfg.Logger.Debug("dropping idle topic from metadata", "topic", name)
+		}
+	}()
 	idle := func(u *Use) bool {
 		return c.cfg.MetadataMaxIdle > 0 && time.Duration(now-u.lastUsed.Load()) > c.cfg.MetadataMaxIdle
 	}
@@ -574,7 +598,7 @@ func (c *Client) buildRequest() *kmsg.MetadataRequest {
 			// (it revives the topic, once we release mu).
 			u.dropped.Store(true)
 			if idle(u) {
-				c.cfg.Logger.Debug("dropping idle topic from metadata", "topic", name)
+				dropped = append(dropped, name)
 				continue
 			}
 			u.dropped.Store(false)
@@ -638,12 +662,8 @@ func (c *Client) install(mr *kmsg.MetadataResponse) (progressed bool) {
 		s.Topics[topic.Name] = topic
 	}
 
-	var toClose []*broker.Broker
 	c.mu.Lock()
 	prev := c.snap.Load()
-	if prev.ClusterID != "" && prev.ClusterID != s.ClusterID {
-		c.cfg.Logger.Warn("the brokers answer for another cluster now", "cluster_id", s.ClusterID, "was", prev.ClusterID)
-	}
 	keepNewerLeaders(prev, s)
 	progressed = madeProgress(prev, s)
 	for id, bi := range s.Brokers {
@@ -664,28 +684,13 @@ func (c *Client) install(mr *kmsg.MetadataResponse) (progressed bool) {
 	}
 	c.retired = append(c.retired, c.bootstrap...)
 	c.bootstrap = nil
-	// A broker that left the metadata (or moved, or a bootstrap address)
-	// is closed once nothing is in flight on it, as the Java client lets
-	// such a connection finish: a response on its way still counts, and a
-	// node missing from one stale answer loses nothing. No new request
-	// goes to it (Broker and LeastLoaded no longer name it); the next
-	// install, or Close, closes what drained meanwhile.
-	kept := c.retired[:0]
-	for _, b := range c.retired {
-		if b.InFlight() == 0 {
-			toClose = append(toClose, b)
-		} else {
-			kept = append(kept, b)
-		}
-	}
-	clear(c.retired[len(kept):])
-	c.retired = kept
 	c.snap.Store(s)
 	c.mu.Unlock()
 
-	for _, b := range toClose {
-		b.Retire()
+	if prev.ClusterID != "" && prev.ClusterID != s.ClusterID {
+		c.cfg.Logger.Warn("the brokers answer for another cluster now", "cluster_id", s.ClusterID, "was", prev.ClusterID)
 	}
+	c.closeDrained()
 	if c.cfg.OnUpdate != nil {
 		c.cfg.OnUpdate(s)
 	}
@@ -707,6 +712,32 @@ func madeProgress(prev, s *Snapshot) bool {
 		}
 	}
 	return false
+}
+
+// closeDrained closes the retired brokers (those that left the metadata,
+// moved, or were bootstrap addresses) that have nothing in flight any
+// more, as the Java client lets such a connection finish: a response on
+// its way still counts, and a node missing from one stale answer loses
+// nothing. No new request goes to a retired broker (Broker and
+// LeastLoaded no longer name it). Called after every refresh; Close
+// closes the rest.
+func (c *Client) closeDrained() {
+	var drained []*broker.Broker
+	c.mu.Lock()
+	kept := c.retired[:0]
+	for _, b := range c.retired {
+		if b.InFlight() == 0 {
+			drained = append(drained, b)
+		} else {
+			kept = append(kept, b)
+		}
+	}
+	clear(c.retired[len(kept):])
+	c.retired = kept
+	c.mu.Unlock()
+	for _, b := range drained {
+		b.Retire()
+	}
 }
 
 // unretireLocked returns a Broker for node id at addr: the retired one, if

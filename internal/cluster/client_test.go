@@ -786,9 +786,7 @@ func TestNewTopicRefreshesAtOnce(t *testing.T) {
 	cfg := testConfig(kc.ListenAddrs()...)
 	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Minute, time.Minute
 	c := newClient(t, cfg)
-	if err := c.Refresh(ctxFor(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	eventually(t, 5*time.Second, "first metadata", func() bool { return len(c.Brokers()) == 3 })
 	if _, err := c.WaitTopic(ctxFor(t, 10*time.Second), "t"); err != nil {
 		t.Fatalf("a new topic waited for the refresh backoff: %v", err)
 	}

@@ -3,8 +3,6 @@ package cluster
 import (
 	"maps"
 	"slices"
-
-	"github.com/kprod/kprod/internal/broker"
 )
 
 // LeaderHint is a partition's current leader as a broker named it in an
@@ -49,7 +47,7 @@ func (c *Client) UpdateLeaders(hints []LeaderHint, nodes []BrokerInfo) []LeaderH
 			}
 			s.Brokers[h.Leader] = nodes[i]
 			if c.brokers[h.Leader] == nil {
-				c.brokers[h.Leader] = broker.NewBroker(h.Leader, nodes[i].Addr(), c.cfg.Broker)
+				c.brokers[h.Leader] = c.unretireLocked(h.Leader, nodes[i].Addr())
 			}
 		}
 		if len(copied) == 0 {

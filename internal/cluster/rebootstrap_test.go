@@ -113,8 +113,13 @@ func TestRebootstrapWhenToldTo(t *testing.T) {
 	refreshUntilCluster(t, c, "old-cluster", 5*time.Second)
 
 	point(new.ListenAddrs()[0])
-	old.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, TopLevel: true, Err: fkerr.RebootstrapRequired, Count: -1})
+	h := old.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, TopLevel: true, Err: fkerr.RebootstrapRequired, Count: -1})
 	refreshUntilCluster(t, c, "new-cluster", 10*time.Second)
+	// After a rebootstrap the bootstrap addresses are asked first, not
+	// the known brokers that said to rebootstrap (or that hang).
+	if n := h.Hits(); n != 1 {
+		t.Errorf("the old brokers were asked %d times, want once: the refresh after it goes to bootstrap.servers first", n)
+	}
 }
 
 // Known brokers that answer, but only with errors, are given up on once
