@@ -55,9 +55,30 @@ func (s *sender) txnPrepare() bool {
 	idGen, pid, epoch := t.idGen, t.pid, t.epoch
 	t.mu.Unlock()
 	r := s.txn.round
+	abort := func() {
+		s.abortTxnBatches(r.gen, r.dropAll, func(b *batch) error {
+			what := "were not sent"
+			if b.sent {
+				// Sent once, under the epoch the coordinator aborted.
+				what = "were sent, and aborted with the transaction"
+			}
+			if r.state == txnAborting && r.err == nil {
+				return fmt.Errorf("%w: %d records for %s[%d] %s before AbortTransaction", kerr.ErrTransactionAborted, len(b.recs), b.q.topic.name, b.q.partition, what)
+			}
+			return fmt.Errorf("%w: %d records for %s[%d] %s: %w", kerr.ErrTransactionAborted, len(b.recs), b.q.topic.name, b.q.partition, what, r.err)
+		})
+	}
 	if idGen != s.txn.idGen {
 		if s.inflight > 0 {
 			return false // a late response of the last epoch; adopt after it
+		}
+		if r.dropAll && (r.state == txnAbortable || r.state == txnAborting) {
+			// Dropped in the epoch they were numbered in, before the
+			// new one numbers what is left from 0: renumbered first,
+			// they would leave the new epoch's sequences past 0 with
+			// nothing sent (Java fails them before it resets the
+			// sequences, too).
+			abort()
 		}
 		s.txn.idGen = idGen
 		s.idem.pid, s.idem.epoch, s.idem.have = pid, epoch, true
@@ -69,12 +90,7 @@ func (s *sender) txnPrepare() bool {
 		s.abortQueued(func(*batch) error { return r.err })
 		return false
 	case txnAbortable, txnAborting:
-		s.abortTxnBatches(r.gen, r.dropAll, func(b *batch) error {
-			if r.state == txnAborting && r.err == nil {
-				return fmt.Errorf("%w: %d records for %s[%d] were not sent before AbortTransaction", kerr.ErrTransactionAborted, len(b.recs), b.q.topic.name, b.q.partition)
-			}
-			return fmt.Errorf("%w: %d records for %s[%d] were not sent: %w", kerr.ErrTransactionAborted, len(b.recs), b.q.topic.name, b.q.partition, r.err)
-		})
+		abort()
 	}
 	return s.idem.have
 }
