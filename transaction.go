@@ -260,6 +260,19 @@ func (p *Producer) InitTransactions(ctx context.Context) error {
 		return fmt.Errorf("InitTransactions: %w", err)
 	}
 	defer t.release()
+	// A concurrent InitTransactions may have finished while this one
+	// waited: then this one has nothing to do (as Java's, which returns
+	// the pending result), and must not undo a transaction begun since.
+	t.mu.Lock()
+	if t.state != txnInitializing {
+		var err error
+		if t.state != txnReady {
+			err = t.stateErrLocked("InitTransactions")
+		}
+		t.mu.Unlock()
+		return err
+	}
+	t.mu.Unlock()
 	v2, err := t.detectV2(ctx)
 	if err != nil {
 		return t.initFailed(err)
@@ -284,6 +297,12 @@ func (t *txnManager) initFailed(err error) error {
 	switch {
 	case isAuthorization(err):
 		t.state = txnUninitialized // as Java: retry once the ACL is fixed
+		// Not ErrFatal, which FindCoordinator's refusal wraps: the
+		// producer is not done for, a caller that closes on ErrFatal
+		// would close one that works once the ACL is fixed.
+		var be *kerr.BrokerError
+		errors.As(err, &be)
+		return fmt.Errorf("InitTransactions: transactional.id %q: %w; grant the ACL (WRITE on the transactional id, IDEMPOTENT_WRITE on the cluster) and call InitTransactions again", t.id, be)
 	case errorsIsFatal(err):
 		t.state, t.err = txnFatal, err
 	}

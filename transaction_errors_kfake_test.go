@@ -3,6 +3,7 @@ package kprod
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -209,4 +210,72 @@ func checkAbortedRecords(t *testing.T, errs []error) {
 			t.Fatalf("a record of the aborted transaction: %v", err)
 		}
 	}
+}
+
+// InitTransactions refused for authorization, by FindCoordinator or by
+// InitProducerId, leaves the producer uninitialized, as Java does: the
+// error is not ErrFatal (a caller that closes on it would close a
+// producer that works once the ACL is fixed), and InitTransactions again
+// succeeds.
+func TestTxnInitAuthorizationRetriable(t *testing.T) {
+	for _, key := range []kmsg.Key{kmsg.FindCoordinator, kmsg.InitProducerID} {
+		t.Run(key.Name(), func(t *testing.T) {
+			c := newFake(t, 3)
+			c.Fault(kfake.Fault{Keys: []kmsg.Key{key}, Err: fkerr.TransactionalIDAuthorizationFailed})
+			p := newTxnProducer(t, testConfig(c), "auth-"+key.Name(), false)
+			ctx := ctxT(t, 30*time.Second)
+			err := p.InitTransactions(ctx)
+			if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, ErrFatal) {
+				t.Fatalf("InitTransactions refused by %s: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED and not ErrFatal", key.Name(), err)
+			}
+			if err := p.InitTransactions(ctx); err != nil {
+				t.Fatalf("InitTransactions again, once allowed: %v", err)
+			}
+		})
+	}
+}
+
+// Two InitTransactions at once: the second, once it gets its turn, finds
+// the producer initialized and does not initialize it again; a
+// transaction begun in between stays begun.
+func TestTxnInitConcurrent(t *testing.T) {
+	c := newFake(t, 3)
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	var inits atomic.Int32
+	c.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if inits.Add(1) == 1 {
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	p := newTxnProducer(t, testConfig(c), "init-twice", false)
+	ctx := ctxT(t, 30*time.Second)
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() { first <- p.InitTransactions(ctx) }()
+	for inits.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	go func() { second <- p.InitTransactions(ctx) }()
+	for p.txn.acquiring.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	open()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	// nil if it looked before BeginTransaction, else a state error.
+	if err := <-second; err != nil && !errors.Is(err, ErrTransactionState) {
+		t.Errorf("the second InitTransactions: %v, want nil or ErrTransactionState", err)
+	}
+	if n := inits.Load(); n != 1 {
+		t.Errorf("%d InitProducerId requests, want 1", n)
+	}
+	commitNext(t, c, p, "after") // the transaction begun is still there to abort
 }
