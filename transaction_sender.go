@@ -168,7 +168,7 @@ func (t *txnManager) addLoop(ctx context.Context) {
 	defer t.p.snd.wake()
 	for {
 		t.mu.Lock()
-		parts, gen := t.toAdd, t.gen.Load()
+		parts, gen, idGen := t.toAdd, t.gen.Load(), t.idGen
 		t.toAdd = nil
 		if len(parts) == 0 || (t.state != txnInTransaction && t.state != txnCommitting) || ctx.Err() != nil {
 			t.adding = false
@@ -186,11 +186,22 @@ func (t *txnManager) addLoop(ctx context.Context) {
 			t.p.log.Debug("partitions added to the transaction", "transactional_id", t.id, "partitions", len(parts), "transaction", gen)
 		case errors.Is(err, errAbandoned), ctx.Err() != nil:
 		default:
-			if t.acquire(ctx) == nil {
-				err = t.recoverFenced(ctx, "AddPartitionsToTxn", err)
-				t.release()
+			if t.acquire(ctx) != nil {
+				t.fail(err)
+				break
 			}
-			t.fail(err)
+			// Between the two turns at the coordinator, an abort (and a
+			// recovery of its own) may have ended this transaction or
+			// taken a new epoch: the error is then about one that is
+			// over, and recovering again would bump the new epoch and
+			// fail the next transaction for nothing.
+			t.mu.Lock()
+			stale := t.gen.Load() != gen || t.idGen != idGen
+			t.mu.Unlock()
+			if !stale {
+				t.fail(t.recoverFenced(ctx, "AddPartitionsToTxn", err))
+			}
+			t.release()
 		}
 		t.p.snd.wake()
 	}
