@@ -257,7 +257,7 @@ func (p *Producer) InitTransactions(ctx context.Context) error {
 	t.mu.Unlock()
 
 	if err := t.acquire(ctx); err != nil {
-		return fmt.Errorf("InitTransactions: %w", err)
+		return cutShort(ctx, "InitTransactions", err)
 	}
 	defer t.release()
 	// A concurrent InitTransactions may have finished while this one
@@ -279,6 +279,9 @@ func (p *Producer) InitTransactions(ctx context.Context) error {
 	}
 	pid, epoch, err := t.initProducerID(ctx, -1, -1)
 	if err != nil {
+		if ctx.Err() != nil && !errorsIsFatal(err) && !isAuthorization(err) {
+			return cutShort(ctx, "InitTransactions", err)
+		}
 		return t.initFailed(err)
 	}
 	t.mu.Lock()
@@ -289,6 +292,19 @@ func (p *Producer) InitTransactions(ctx context.Context) error {
 	p.log.Info("transactions initialized", "transactional_id", t.id, "producer_id", pid, "epoch", epoch, "transactions_v2", v2)
 	p.snd.wake()
 	return nil
+}
+
+// cutShort is the error of a transactional call whose ctx (or
+// max.block.ms) ended while it waited for the coordinator: the outcome is
+// not known yet, and calling it again goes on where it stopped. Other
+// errors that are neither fatal nor abortable say the same: they were
+// retried until then.
+func cutShort(ctx context.Context, op string, err error) error {
+	why := "it was retried until its ctx or max.block.ms ended"
+	if ctx.Err() != nil {
+		why = "its ctx or max.block.ms ended"
+	}
+	return fmt.Errorf("%s: %w; %s before the coordinator answered: the outcome is not known yet, call %s again", op, err, why, op)
 }
 
 func (t *txnManager) initFailed(err error) error {
@@ -478,7 +494,7 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 		return fmt.Errorf("CommitTransaction: %w; the transaction is still open: call CommitTransaction or AbortTransaction again", err)
 	}
 	if err := t.acquire(ctx); err != nil {
-		return fmt.Errorf("CommitTransaction: %w", err)
+		return cutShort(ctx, "CommitTransaction", err)
 	}
 	defer t.release()
 	t.mu.Lock()
@@ -494,6 +510,9 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 		if err := t.endTxn(ctx, true); err != nil {
 			err = t.recoverFenced(ctx, "EndTxn(commit)", err)
 			t.fail(err)
+			if !errorsIsFatal(err) && !errorsIsAbortable(err) {
+				return cutShort(ctx, "CommitTransaction", err)
+			}
 			return fmt.Errorf("CommitTransaction: %w", err)
 		}
 	}
@@ -552,7 +571,7 @@ func (t *txnManager) abort(ctx context.Context) error {
 		}
 	}
 	if err := t.acquire(ctx); err != nil {
-		return fmt.Errorf("AbortTransaction: %w", err)
+		return cutShort(ctx, "AbortTransaction", err)
 	}
 	defer t.release()
 	t.mu.Lock()
@@ -583,6 +602,9 @@ func (t *txnManager) abort(ctx context.Context) error {
 				t.fail(err)
 				if errorsIsAbortable(err) {
 					return fmt.Errorf("AbortTransaction: %w; call AbortTransaction again", err)
+				}
+				if !errorsIsFatal(err) {
+					return cutShort(ctx, "AbortTransaction", err)
 				}
 				return fmt.Errorf("AbortTransaction: %w", err)
 			}

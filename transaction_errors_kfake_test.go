@@ -3,6 +3,7 @@ package kprod
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -278,4 +279,37 @@ func TestTxnInitConcurrent(t *testing.T) {
 		t.Errorf("%d InitProducerId requests, want 1", n)
 	}
 	commitNext(t, c, p, "after") // the transaction begun is still there to abort
+}
+
+// A commit cut short by its ctx says the outcome is not known and to call
+// it again; calling it again learns the outcome.
+func TestTxnCommitCutShortSaysCallAgain(t *testing.T) {
+	c := newFake(t, 3)
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.RequestTimeout = 20 * time.Second
+	p := beginTxn(t, c, cfg, "cut-short", false)
+	wait := sendTxn(t, p, "t", 3, 5, "x")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	err := p.CommitTransaction(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrFatal) || errors.Is(err, ErrTransactionAbortable) ||
+		!strings.Contains(err.Error(), "call CommitTransaction again") {
+		t.Fatalf("CommitTransaction cut short: %v, want the ctx's error and 'call CommitTransaction again'", err)
+	}
+	open()
+	if err := p.CommitTransaction(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatalf("CommitTransaction again: %v", err)
+	}
+	if errs := wait(); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
 }
