@@ -69,7 +69,7 @@ func TestNewBatchSize(t *testing.T) {
 		{comp, 0.3, bs, 4 * bs, 0},
 		{comp, 0.1, bs, 16 * bs, 0},
 		{comp, 0.01, bs, 16 * bs, recbatch.EstimateForCapacity(bs, 16*bs)},
-		{comp, 0.3, 3 * bs, 3 * bs, -1},                                  // one large record
+		{comp, 0.3, 3 * bs, lz4.BatchBound(3 * bs), -1},                  // one large record: room for lz4's worst case
 		{small, 0.1, bs, 2 * bs, recbatch.EstimateForCapacity(bs, 2*bs)}, // buffer.memory 3 × batch.size
 	} {
 		size, ratio := tc.acc.newBatchSize(at(tc.ratio), tc.limit)
