@@ -737,6 +737,13 @@ func (c *Config) validateBounds() error {
 		}
 	}
 
+	// A batch is taken from buffer.memory whole: a larger batch.size would
+	// fail every record (Java fails them at send, saying so).
+	if int64(c.BatchSize) > c.BufferMemory {
+		return invalid("batch.size", strconv.Itoa(c.BatchSize),
+			fmt.Sprintf("must not exceed buffer.memory (%d): every batch is taken from it; lower batch.size or raise buffer.memory", c.BufferMemory))
+	}
+
 	// gzip takes 1..9 or -1, which a single range cannot say.
 	if l := c.CompressionGzipLevel; l != defaultCompressionGzipLvl && (l < 1 || l > maxCompressionGzipLvl) {
 		reason := "must be 1..9, or -1 for the library default"

@@ -268,6 +268,7 @@ func TestConfigPropertyBadValues(t *testing.T) {
 		{"linger.ms", "-5", ">= 0"},
 		{"linger.ms", "5ms", "Java long"},
 		{"batch.size", "-1", "0..2147483647"},
+		{"batch.size", "40000000", "must not exceed buffer.memory"},
 		{"batch.size", "16k", "Java int"},
 		{"buffer.memory", "0", "> 0"},
 		{"buffer.memory", "-1", "> 0"},

@@ -52,6 +52,7 @@ type idempotence struct {
 	bumpNeeded bool      // some partition asked for a new epoch (partq.rewrite)
 	retryAt    time.Time // after a failed InitProducerId
 	attempts   int
+	lastErr    error // of the last failed InitProducerId, while retrying; for expired records
 	fatal      error // InitProducerId failed for good; every batch fails with it
 }
 
@@ -117,7 +118,7 @@ func (s *sender) ensureProducerID(now time.Time) bool {
 		r := resp.(*kmsg.InitProducerIDResponse)
 		if err = kerr.ForCode(r.ErrorCode); err == nil {
 			old, hadID := id.pid, id.have
-			id.pid, id.epoch, id.have, id.attempts, id.retryAt = r.ProducerID, r.ProducerEpoch, true, 0, time.Time{}
+			id.pid, id.epoch, id.have, id.attempts, id.retryAt, id.lastErr = r.ProducerID, r.ProducerEpoch, true, 0, time.Time{}, nil
 			s.p.log.Debug("producer id", "producer_id", id.pid, "epoch", id.epoch, "old_producer_id", old, "new_id_after_exhausted_epoch", hadID)
 			s.restartRewrites()
 			return true
@@ -127,7 +128,7 @@ func (s *sender) ensureProducerID(now time.Time) bool {
 	// broke or closed (the bootstrap one is closed once metadata names the
 	// real brokers) is tried again on another broker.
 	var be *kerr.BrokerError
-	if errors.As(err, &be) && !be.Retriable {
+	if errors.As(err, &be) && !be.Retriable || errors.Is(err, kerr.ErrUnsupportedVersion) {
 		hint := ""
 		if errors.Is(err, kerr.ClusterAuthorizationFailed) {
 			hint = " (does the principal have IDEMPOTENT_WRITE on the cluster? else set enable.idempotence=false)"
@@ -137,6 +138,7 @@ func (s *sender) ensureProducerID(now time.Time) bool {
 		return false
 	}
 	id.attempts++
+	id.lastErr = err
 	id.retryAt = now.Add(broker.Backoff(s.p.cfg.RetryBackoff, s.p.cfg.RetryBackoffMax, id.attempts-1))
 	s.p.log.Debug("InitProducerId failed; retrying", "err", err, "backoff", time.Until(id.retryAt))
 	return id.have

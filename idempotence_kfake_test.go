@@ -335,3 +335,19 @@ func sleepOrStop(d time.Duration, stop chan struct{}) {
 	case <-stop:
 	}
 }
+
+// Records that expire while the idempotent producer still has no
+// producer id say why: the last InitProducerId error.
+func TestExpiredWithoutProducerIDSaysWhy(t *testing.T) {
+	c := newFake(t, 1)
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Err: fkerr.CoordinatorLoadInProgress, Count: -1})
+	cfg := testConfig(c)
+	cfg.Linger = 0
+	cfg.RequestTimeout = 200 * time.Millisecond
+	cfg.DeliveryTimeout = 500 * time.Millisecond
+	p := newTestProducer(t, cfg)
+	err := p.SendSync(ctxT(t, 10*time.Second), &Record{Topic: "t", Value: []byte("x")})
+	if !errors.Is(err, ErrDeliveryTimeout) || !errors.Is(err, kerr.CoordinatorLoadInProgress) {
+		t.Fatalf("a record expired while InitProducerId failed: %v, want ErrDeliveryTimeout naming COORDINATOR_LOAD_IN_PROGRESS", err)
+	}
+}

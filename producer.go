@@ -212,6 +212,10 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 			kerr.ErrInvalidRecord, r.Timestamp.UTC().Format(time.RFC3339Nano), r.Topic)
 	}
 	if p.txn != nil {
+		if p.closed.Load() {
+			// Not "call BeginTransaction", which Close makes wrong.
+			return fmt.Errorf("cannot send to %q: %w", r.Topic, kerr.ErrClosed)
+		}
 		// Fail fast outside a transaction; checked again at the append.
 		if err := p.txn.checkSend(r.Topic); err != nil {
 			return err
@@ -462,7 +466,7 @@ func (p *Producer) close(ctx context.Context) {
 	select {
 	case <-p.snd.done:
 	case <-ctx.Done():
-		p.closeErr = fmt.Errorf("close: %w; records not yet delivered failed with ErrAborted", ctx.Err())
+		p.closeErr = fmt.Errorf("close: %w: its ctx ended first (%w), and the records not yet delivered failed; give Close a longer ctx to let them finish", kerr.ErrAborted, ctx.Err())
 		p.forceClose()
 		<-p.snd.done
 	}

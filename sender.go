@@ -696,6 +696,9 @@ func (s *sender) expireQueuedLocked(q *partq, now time.Time) {
 
 // whyNotSent explains a batch that expired in its deque.
 func (s *sender) whyNotSent(q *partq) error {
+	if s.idemOn && !s.idem.have && s.idem.lastErr != nil {
+		return fmt.Errorf("the idempotent producer has no producer id yet (InitProducerId): %w", s.idem.lastErr)
+	}
 	leader := s.p.cl.Snapshot().Leader(q.topic.name, q.partition)
 	if leader < 0 {
 		return fmt.Errorf("no leader known for %s[%d]", q.topic.name, q.partition)

@@ -371,7 +371,11 @@ func (t *txnManager) checkSend(topic string) error {
 // one already failed, or the producer is closed, changes nothing.
 func (t *txnManager) sendFailed(r *Record, err error) {
 	if errors.Is(err, kerr.ErrTransactionState) || errors.Is(err, kerr.ErrClosed) ||
-		errorsIsAbortable(err) || errorsIsFatal(err) {
+		errorsIsAbortable(err) || errorsIsFatal(err) ||
+		// A record refused for itself, as Java's ProducerRecord and
+		// serializers refuse it before the transaction sees it: the
+		// transaction's other records stay committable.
+		errors.Is(err, kerr.ErrInvalidRecord) || errors.Is(err, kerr.ErrSerialization) {
 		return
 	}
 	topic := "(no topic)"

@@ -496,6 +496,9 @@ func (t *txnManager) addPartitions(ctx context.Context, parts []*partq, gen uint
 					continue
 				case kerr.OperationNotAttempted.Code:
 					failed++ // another partition of the request failed
+					if perr == nil {
+						perr = kerr.OperationNotAttempted // replaced by that partition's error, if it comes
+					}
 					continue
 				}
 				if be := kerr.ForCode(rp.ErrorCode).(*kerr.BrokerError); !be.Retriable && !txnCoordinatorCode(be.Code) {

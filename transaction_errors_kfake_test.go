@@ -313,3 +313,31 @@ func TestTxnCommitCutShortSaysCallAgain(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 }
+
+// A record refused for itself (invalid, as Java's ProducerRecord refuses
+// it before any send) leaves the transaction committable: the others
+// commit. Send after Close says the producer is closed, not to begin a
+// transaction.
+func TestTxnInvalidRecordKeepsTransaction(t *testing.T) {
+	c := newFake(t, 3)
+	p := beginTxn(t, c, testConfig(c), "invalid-record", false)
+	wait := sendTxn(t, p, "t", 3, 2, "kept")
+	for _, r := range []*Record{nil, {Topic: ""}, (&Record{Topic: "t"}).ToPartition(-1), {Topic: "t", Timestamp: time.UnixMilli(-5)}} {
+		if err := p.SendSync(context.Background(), r); !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("Send(%+v): %v, want ErrInvalidRecord", r, err)
+		}
+	}
+	if err := p.CommitTransaction(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatalf("CommitTransaction after invalid records: %v", err)
+	}
+	if errs := wait(); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+	checkTxnVisibility(t, c.ListenAddrs(), "t", []string{"kept"}, 6)
+	if err := p.Close(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendSync(context.Background(), &Record{Topic: "t"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Send after Close: %v, want ErrClosed", err)
+	}
+}

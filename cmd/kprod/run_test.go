@@ -333,6 +333,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"produce", "-t", "t", "-b", "127.0.0.1:9092", "--partition", "-1"}, "--partition"},
 		{[]string{"produce", "-t", "t", "-b", "127.0.0.1:9092", "--delimiter", ""}, "--delimiter"},
 		{[]string{"produce", "-t", "t", "-b", "127.0.0.1:9092", "--key-delimiter", `\q`}, "unknown escape"},
+		{[]string{"produce", "-t", "t", "-b", "127.0.0.1:9092", "-X", "transactional.id=x"}, "does not send in transactions"},
 		{[]string{"produce", "-t", "t", "-b", "127.0.0.1:9092", "-H", "=v"}, "invalid header"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"help", "frobnicate"}, `unknown command "frobnicate"`},

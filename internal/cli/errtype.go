@@ -55,6 +55,14 @@ var outcomeSentinels = []namedErr{
 	{"ErrDeliveryTimeout", kerr.ErrDeliveryTimeout},
 	{"ErrAborted", kerr.ErrAborted},
 	{"ErrClosed", kerr.ErrClosed},
+	{"ErrProducerFenced", kerr.ErrProducerFenced}, // wraps ErrFatal
+	{"ErrFatal", kerr.ErrFatal},
+	{"ErrTransactionAborted", kerr.ErrTransactionAborted},
+	{"ErrTransactionAbortable", kerr.ErrTransactionAbortable},
+	{"ErrTransactionState", kerr.ErrTransactionState},
+	{"ErrBatchRejected", kerr.ErrBatchRejected},
+	{"ErrSerialization", kerr.ErrSerialization},
+	{"ErrAuthentication", kerr.ErrAuthentication},
 	{"ErrUnknownTopic", kerr.ErrUnknownTopic},
 	{"ErrUnknownPartition", kerr.ErrUnknownPartition},
 	{"ErrMetadataTimeout", kerr.ErrMetadataTimeout},
@@ -73,6 +81,7 @@ var causeSentinels = []namedErr{
 	{"ErrDial", kerr.ErrDial},
 	{"ErrUnsupportedVersion", kerr.ErrUnsupportedVersion},
 	{"ErrTooManyInFlight", kerr.ErrTooManyInFlight},
+	{"ErrTLS", kerr.ErrTLS},
 }
 
 // stopsTheRun reports errors after which every following record would
@@ -84,13 +93,16 @@ var causeSentinels = []namedErr{
 // (in the last max.block.ms, and at least the last stallAfter: with a
 // small max.block.ms a record fails fast, and nothing hangs) only means
 // the cluster is slower than the input: that record fails and the run
-// goes on, as ProducerPerformance's does.
+// goes on, as ProducerPerformance's does. Refused credentials or TLS
+// (not a transient TLS failure) and a producer in a fatal state fail
+// every record at once: the run stops too.
 func stopsTheRun(err error, lastAck *progress, maxBlock time.Duration) bool {
 	if errors.Is(err, kerr.ErrBufferFull) {
 		return !lastAck.within(max(maxBlock, stallAfter))
 	}
 	return errors.Is(err, kerr.ErrUnknownTopic) || errors.Is(err, kerr.ErrMetadataTimeout) ||
-		errors.Is(err, kerr.ErrUnknownPartition)
+		errors.Is(err, kerr.ErrUnknownPartition) || errors.Is(err, kerr.ErrAuthentication) ||
+		(errors.Is(err, kerr.ErrTLS) && !kerr.IsRetriable(err)) || errors.Is(err, kerr.ErrFatal)
 }
 
 // stallAfter is how long without an acknowledgement a full buffer must

@@ -131,6 +131,10 @@ func TestStopsTheRun(t *testing.T) {
 		{"unknown topic", fmt.Errorf("%w %q", kerr.ErrUnknownTopic, "x"), &recent, time.Second, true},
 		{"metadata timeout", fmt.Errorf("%w: t", kerr.ErrMetadataTimeout), &recent, time.Second, true},
 		{"too large", fmt.Errorf("x: %w", kerr.ErrRecordTooLarge), &never, time.Second, false},
+		{"credentials refused", fmt.Errorf("x: %w", kerr.ErrAuthentication), &recent, time.Second, true},
+		{"certificate refused", fmt.Errorf("x: %w", kerr.ErrTLS), &recent, time.Second, true},
+		{"TLS handshake timed out", fmt.Errorf("x: %w: %w", kerr.ErrTLS, kerr.ErrDial), &recent, time.Second, false},
+		{"fatal", fmt.Errorf("x: %w", kerr.ErrFatal), &recent, time.Second, true},
 	} {
 		if got := stopsTheRun(tc.err, tc.lastAck, tc.maxBlock); got != tc.want {
 			t.Errorf("%s: stopsTheRun = %v, want %v", tc.name, got, tc.want)

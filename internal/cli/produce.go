@@ -142,6 +142,11 @@ func (c *produceCmd) run(ctx context.Context, args []string, stdin io.Reader, st
 	if err := validate(&cfg); err != nil {
 		return usageFail(stderr, "produce", err)
 	}
+	if cfg.TransactionalID != "" {
+		// Every record would fail with "call InitTransactions", which a
+		// command line cannot do.
+		return usageFail(stderr, "produce", usagef("transactional.id %q: kprod produce does not send in transactions; remove it (kprod perf --transactional-id does)", cfg.TransactionalID))
+	}
 	if len(cfg.IgnoredProperties) > 0 {
 		fmt.Fprintf(stderr, "kprod produce: ignored Java-only properties: %s\n", strings.Join(cfg.IgnoredProperties, ", "))
 	}

@@ -314,7 +314,7 @@ func (c *Client) topicTimeout(name string, lastErr error) error {
 			kerr.ErrMetadataTimeout, name)
 	}
 	if errors.Is(lastErr, kerr.UnknownTopicOrPartition) {
-		return fmt.Errorf("%w %q: not in the cluster metadata within max.block.ms; create it, or enable auto.create.topics.enable on the brokers (last error: %v)",
+		return fmt.Errorf("%w %q: not in the cluster metadata within max.block.ms; create it, or enable auto.create.topics.enable on the brokers and allow.auto.create.topics on the producer (last error: %w)",
 			kerr.ErrUnknownTopic, name, lastErr)
 	}
 	if errors.Is(lastErr, kerr.ErrMetadataTimeout) {
