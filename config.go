@@ -212,9 +212,10 @@ type Config struct {
 	PartitionerAdaptivePartitioning bool
 
 	// PartitionerAvailabilityTimeout: with adaptive partitioning, a
-	// partition whose broker has not taken a produce request for this long
-	// gets no keyless records (partitioner.availability.timeout.ms).
-	// Default 0, which disables the check.
+	// partition whose leader has had a batch ready to send for this long
+	// without taking it gets no keyless records
+	// (partitioner.availability.timeout.ms). Default 0, which disables the
+	// check.
 	PartitionerAvailabilityTimeout time.Duration
 
 	// PartitionerRackAware: keyless records go to partitions whose leader
@@ -257,8 +258,8 @@ type Config struct {
 	MetadataRecoveryRebootstrapTrigger time.Duration
 
 	// ConnectionsMaxIdle closes connections idle for this long
-	// (connections.max.idle.ms). Default 9m. Negative (Java: -1) never
-	// closes idle connections.
+	// (connections.max.idle.ms). Default 9m. Negative (Java: -1), or 0,
+	// never closes idle connections.
 	ConnectionsMaxIdle time.Duration
 
 	// ReconnectBackoff is the first wait before reconnecting to a broker
@@ -404,7 +405,8 @@ type Config struct {
 	SASLOAuthTokenSource OAuthTokenSource
 
 	// IgnoredProperties lists the Java-only properties Set accepted and
-	// ignored (key.serializer, interceptor.classes, ssl.*, ...; see
+	// ignored (key.serializer, interceptor.classes, the JVM-side TLS
+	// settings such as ssl.keymanager.algorithm, ...; see
 	// ConfigFromProperties), so that a Java producer.properties loads
 	// unchanged and you can see what had no effect.
 	IgnoredProperties []string
@@ -417,9 +419,10 @@ type Config struct {
 
 	// Logger receives the producer's log records (connection, metadata
 	// and retry events at debug level, with broker, topic and partition
-	// attributes; warnings and errors otherwise). nil logs warnings and
-	// errors to stderr; slog.New(slog.DiscardHandler) silences it. No
-	// Java property.
+	// attributes; a few rare events at info level: transactions
+	// initialized, a rebootstrap, an epoch recovered; warnings and errors
+	// otherwise). nil logs warnings and errors to stderr;
+	// slog.New(slog.DiscardHandler) silences it. No Java property.
 	Logger *slog.Logger
 
 	// Dial opens connections to brokers; nil uses a net.Dialer. For

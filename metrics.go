@@ -9,8 +9,13 @@ import (
 
 // Metrics is a snapshot of the producer's metrics, with the Java
 // producer's names and meanings (its producer-metrics and
-// producer-topic-metrics groups). Rates are per second over the last 30
-// seconds; averages and maxima are over the last 30 to 60 seconds (Java:
+// producer-topic-metrics groups). Rates are per second since an earlier
+// Metrics call: the latest one at least 30 seconds before, or the oldest
+// within them, or the producer's start (so they cover the last 30
+// seconds or a little more when Metrics is called every few seconds, as a
+// metrics exporter does, and the whole run when it is called once at the
+// end; Java samples them itself, over the last 30 to 60 seconds).
+// Averages and maxima are over the last 30 to 60 seconds (Java:
 // metrics.sample.window.ms × metrics.num.samples, 30 s × 2), and 0 when
 // nothing happened in that time (Java: NaN). Times are in milliseconds,
 // as in Java. Map gives them by their Java names.
@@ -218,9 +223,10 @@ func (s *stat) read(now time.Time) (avg, maxV float64) {
 	return sum / float64(n), maxV
 }
 
-// rateWindow turns counters into per-second rates over the last 30 s:
-// each Metrics call remembers the counters it saw, and a rate is the
-// increase since the oldest remembered value at most 30 s old.
+// rateWindow turns counters into per-second rates: each Metrics call
+// remembers the counters it saw (at most one sample a second), and a rate
+// is the increase since the newest remembered value at least 30 s old,
+// else the oldest one, else the producer's start.
 type rateWindow struct {
 	start time.Time // every counter was 0 then; set by NewProducer
 	mu    sync.Mutex

@@ -320,6 +320,10 @@ func javaOnly(name string) bool {
 // 4.x rejects them), interceptor.classes, metric.reporters, security.providers,
 // metrics.sample.window.ms, metrics.num.samples, metrics.recording.level,
 // metrics.context.*, enable.metrics.push, client.dns.lookup,
+// auto.include.jmx.reporter, the Confluent serializers' settings
+// (auto.register.schemas, use.latest.version, and those starting with
+// schema.registry., basic.auth., bearer.auth., key.subject.name. or
+// value.subject.name.),
 // transaction.two.phase.commit.enable (false only), the JVM-side TLS
 // settings (ssl.keymanager.algorithm, ssl.trustmanager.algorithm,
 // ssl.secure.random.implementation, ssl.provider,

@@ -274,16 +274,23 @@ func (p *Producer) InitTransactions(ctx context.Context) error {
 	}
 	t.mu.Unlock()
 	v2, err := t.detectV2(ctx)
-	if err != nil {
-		return t.initFailed(err)
-	}
-	pid, epoch, err := t.initProducerID(ctx, -1, -1)
-	if err != nil {
-		if ctx.Err() != nil && !errorsIsFatal(err) && !isAuthorization(err) {
-			return cutShort(ctx, "InitTransactions", err)
+	if err == nil {
+		var pid int64
+		var epoch int16
+		if pid, epoch, err = t.initProducerID(ctx, -1, -1); err == nil {
+			return t.initDone(pid, epoch, v2)
 		}
-		return t.initFailed(err)
 	}
+	if ctx.Err() != nil && !errorsIsFatal(err) && !isAuthorization(err) {
+		return cutShort(ctx, "InitTransactions", err)
+	}
+	return t.initFailed(err)
+}
+
+// initDone is InitTransactions' success: the producer id and epoch the
+// coordinator handed out, and whether transactions v2 are used.
+func (t *txnManager) initDone(pid int64, epoch int16, v2 bool) error {
+	p := t.p
 	t.mu.Lock()
 	t.pid, t.epoch, t.v2 = pid, epoch, v2
 	t.idGen++
@@ -621,6 +628,9 @@ func (t *txnManager) abort(ctx context.Context) error {
 		npid, nepoch, err := t.initProducerID(ctx, pid, epoch)
 		if err != nil {
 			t.fail(err)
+			if !errorsIsFatal(err) {
+				return cutShort(ctx, "AbortTransaction (bumping the epoch)", err)
+			}
 			return fmt.Errorf("AbortTransaction: bumping the epoch: %w", err)
 		}
 		t.mu.Lock()
