@@ -37,7 +37,8 @@ var (
 	ErrAborted = kerr.ErrAborted
 	// ErrBatchRejected: the record was valid, but the broker refused its
 	// batch for another record of it (whose callback gets the broker's
-	// error, e.g. INVALID_RECORD with its message); send it again.
+	// error, e.g. INVALID_RECORD with its message); send it again
+	// (kerr.IsRetriable says so).
 	ErrBatchRejected = kerr.ErrBatchRejected
 	// ErrInCallback: Flush, SendSync, CommitTransaction or
 	// AbortTransaction was called from a callback, which runs on the

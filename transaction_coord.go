@@ -264,7 +264,7 @@ func (t *txnManager) coordinator(ctx context.Context, kind int8, key string) (*b
 		br := p.cl.LeastLoaded()
 		if br == nil {
 			p.cl.RequestRefresh()
-			return nil, stepRetry, errors.New("FindCoordinator: no broker known yet")
+			return nil, stepRetry, fmt.Errorf("%w: FindCoordinator: no broker known yet; is the cluster reachable (bootstrap.servers)?", kerr.ErrMetadataTimeout)
 		}
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.CoordinatorKey, req.CoordinatorType, req.CoordinatorKeys = key, kind, []string{key}
@@ -312,7 +312,7 @@ func (t *txnManager) coordinator(ctx context.Context, kind int8, key string) (*b
 		// Metadata does not list it yet (a broker that just joined).
 		p.cl.RequestRefresh()
 		t.forget(kind, key)
-		return nil, stepRetry, fmt.Errorf("coordinator %d is not in the cluster metadata yet", id)
+		return nil, stepRetry, fmt.Errorf("%w: the transaction coordinator, broker %d, is not in the cluster metadata yet", kerr.ErrMetadataTimeout, id)
 	}
 	return br, stepDone, nil
 }

@@ -131,6 +131,11 @@ func TestResponseErrorWrapping(t *testing.T) {
 		}
 	}
 
+	// A valid record of a batch refused for another record: send it again.
+	if !IsRetriable(fmt.Errorf("%w: t[0]: its batch was refused (INVALID_RECORD)", ErrBatchRejected)) {
+		t.Error("IsRetriable(ErrBatchRejected) = false")
+	}
+
 	fenced := fmt.Errorf("send: %w", &ResponseError{Err: ProducerFenced, Broker: -1})
 	if IsRetriable(fenced) {
 		t.Error("IsRetriable(PRODUCER_FENCED) = true")

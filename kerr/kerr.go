@@ -93,7 +93,8 @@ var (
 	// ErrBatchRejected: the broker refused the record's batch because
 	// another record of it was invalid (the response names that one,
 	// which gets the broker's error); this record was not written and
-	// can be sent again.
+	// can be sent again. Retriable (by the caller: kprod does not send it
+	// again itself, as Java does not).
 	ErrBatchRejected = errors.New("kprod: not written: another record of its batch was invalid")
 
 	// ErrInCallback: a call that waits for records to be delivered
@@ -128,7 +129,7 @@ var (
 
 // retriableSentinels are client-side errors after which the same request
 // may be sent again.
-var retriableSentinels = []error{ErrRequestTimeout, ErrConnectionLost, ErrDial, ErrTooManyInFlight, ErrMetadataTimeout}
+var retriableSentinels = []error{ErrRequestTimeout, ErrConnectionLost, ErrDial, ErrTooManyInFlight, ErrMetadataTimeout, ErrBatchRejected}
 
 // IsRetriable reports whether err is a retriable broker error or a
 // retriable client-side error (lost connection, request timeout, ...).
