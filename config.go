@@ -541,6 +541,10 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string {
 	v := e.Value
+	if len(v) > maxShownValue {
+		// PEM text given inline, say: the start names it well enough.
+		v = v[:maxShownValue] + fmt.Sprintf("... (%d bytes)", len(e.Value))
+	}
 	if v == "" || strings.ContainsAny(v, " \t\r\n\"'") {
 		v = strconv.Quote(v)
 	}
@@ -548,6 +552,10 @@ func (e *ConfigError) Error() string {
 }
 
 func (e *ConfigError) Unwrap() error { return kerr.ErrInvalidConfig }
+
+// maxShownValue is how much of a value a ConfigError's message shows
+// (Value keeps all of it).
+const maxShownValue = 120
 
 // zeroHint is added to errors caused by a field at its Go zero value when
 // that value is not valid: the likely cause is a Config built without

@@ -756,3 +756,16 @@ func TestConfigEditDistance(t *testing.T) {
 		}
 	}
 }
+
+// A long value (inline PEM text) is cut in the message, with its length;
+// the ConfigError keeps all of it.
+func TestConfigErrorLongValue(t *testing.T) {
+	long := strings.Repeat("A", 5000)
+	e := invalid("ssl.truststore.certificates", long, "not PEM")
+	if msg := e.Error(); len(msg) > 400 || !strings.Contains(msg, "(5000 bytes)") {
+		t.Errorf("message of %d bytes: %.200s", len(msg), msg)
+	}
+	if e.Value != long {
+		t.Error("the ConfigError lost the value")
+	}
+}

@@ -375,7 +375,7 @@ func ConfigFromFile(path string) (Config, error) {
 func LoadProperties(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("kprod: reading properties: %w", err)
+		return nil, fmt.Errorf("%w: reading the properties file: %w", kerr.ErrInvalidConfig, err)
 	}
 	props, err := parseProperties(string(data))
 	if err != nil {

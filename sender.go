@@ -644,7 +644,7 @@ func (s *sender) retryOrFail(b *batch, now time.Time, cause error, retriable boo
 	case now.Sub(b.created) >= p.cfg.DeliveryTimeout:
 		s.complete(b, -1, -1, -1, s.timeoutErr(b, now, cause))
 	case b.attempts >= p.cfg.Retries:
-		s.complete(b, -1, -1, -1, fmt.Errorf("giving up on %s[%d] after %d retries (retries): %w", b.q.topic.name, b.q.partition, b.attempts, cause))
+		s.complete(b, -1, -1, -1, fmt.Errorf("giving up on %s[%d] after %d retries (retries; the default, unlimited within delivery.timeout.ms, would go on): %w", b.q.topic.name, b.q.partition, b.attempts, cause))
 	default:
 		b.attempts++
 		b.lastErr = cause
@@ -667,7 +667,7 @@ func (s *sender) timeoutErr(b *batch, now time.Time, cause error) error {
 	if b.sent {
 		err = fmt.Errorf("%w; it was sent, so it may or may not have been written", err)
 	}
-	return err
+	return fmt.Errorf("%w (the last error says what held it up; if the cluster is only slow, raise delivery.timeout.ms)", err)
 }
 
 // expireQueuedLocked fails batches at the front of a deque that have
