@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,15 +44,7 @@ func TestRetriesLimit(t *testing.T) {
 // own outcome afterwards.
 func TestFlushCtxEnds(t *testing.T) {
 	c := newFake(t, 1)
-	release := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(open)
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		c.SleepControl(func() { <-release })
-		return nil, nil, false
-	})
+	open := holdRequests(t, c, kmsg.Produce)
 	p := newTestProducer(t, testConfig(c))
 	o := newOutcomes(t)
 	for i := range 10 {

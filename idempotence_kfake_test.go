@@ -329,6 +329,28 @@ func stopAtCleanup(t *testing.T) chan struct{} {
 	return stop
 }
 
+// gate is a channel a test's broker hook waits on until open is called,
+// or the test ends.
+func gate(t *testing.T) (wait <-chan struct{}, open func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	open = func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(open)
+	return ch, open
+}
+
+// holdRequests holds every request of key the cluster gets (the others
+// are served meanwhile) until open is called, or the test ends.
+func holdRequests(t *testing.T, c *kfake.Cluster, key kmsg.Key) (open func()) {
+	release, open := gate(t)
+	c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	return open
+}
+
 func sleepOrStop(d time.Duration, stop chan struct{}) {
 	select {
 	case <-time.After(d):

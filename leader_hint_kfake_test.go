@@ -238,21 +238,10 @@ func TestRetryBackoffSkippedWhenLeaderChanged(t *testing.T) {
 		if err := c.MoveTopicPartition("t", 0, (oldLeader+1)%3); err != nil {
 			t.Error(err)
 		}
+		// NewProduceResponseTopicPartition has no CurrentLeader (-1).
 		req := kreq.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		resp := produceResp(req, kerr.NotLeaderOrFollower.Code, nil)
 		resp.SetVersion(req.GetVersion())
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.NotLeaderOrFollower.Code
-				sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = -1, -1
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
 		return resp, nil, true
 	})
 	done := make(chan error, 1)

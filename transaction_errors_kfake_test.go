@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -241,10 +240,7 @@ func TestTxnInitAuthorizationRetriable(t *testing.T) {
 // transaction begun in between stays begun.
 func TestTxnInitConcurrent(t *testing.T) {
 	c := newFake(t, 3)
-	release := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(open)
+	release, open := gate(t)
 	var inits atomic.Int32
 	c.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -285,15 +281,7 @@ func TestTxnInitConcurrent(t *testing.T) {
 // it again; calling it again learns the outcome.
 func TestTxnCommitCutShortSaysCallAgain(t *testing.T) {
 	c := newFake(t, 3)
-	release := make(chan struct{})
-	var once sync.Once
-	open := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(open)
-	c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		c.SleepControl(func() { <-release })
-		return nil, nil, false
-	})
+	open := holdRequests(t, c, kmsg.EndTxn)
 	cfg := testConfig(c)
 	cfg.RequestTimeout = 20 * time.Second
 	p := beginTxn(t, c, cfg, "cut-short", false)
