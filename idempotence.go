@@ -230,8 +230,10 @@ const maxPendingPerPartition = 5
 // retried batch goes only when every batch before it is acknowledged, even
 // while a gap is suspected (its answer may settle it). A new batch waits
 // while a gap is suspected, while batches numbered in an older id or epoch
-// are unacknowledged, while a batch of the partition is being retried, and
-// while 5 are unacknowledged: otherwise new batches appended behind a
+// are unacknowledged, while a batch of the partition is being retried,
+// while the partition's first batch of the epoch is unacknowledged (which
+// Java does not check), and while 5 are unacknowledged: otherwise new
+// batches appended behind a
 // retry would push the retried batch out of the broker's window of 5, and
 // the broker would answer its retry with OUT_OF_ORDER_SEQUENCE_NUMBER
 // instead of recognising the duplicate.
@@ -243,6 +245,17 @@ func (s *sender) mayDrainIdempotent(q *partq, b *batch) bool {
 		return len(q.pending) > 0 && q.pending[0] == b
 	}
 	if q.suspectEnd >= 0 || len(q.pending) >= maxPendingPerPartition {
+		return false
+	}
+	if q.lastAcked < 0 && len(q.pending) > 0 {
+		// Nothing of the partition acknowledged in this epoch yet: one
+		// batch at a time. A broker with no state for the producer
+		// takes any sequence as its first: had the first batch been
+		// refused (a partition just created or moving, NOT_LEADER) and
+		// the next one written, the first would come back
+		// OUT_OF_ORDER_SEQUENCE_NUMBER as the next sequence, a gap
+		// whose epoch bump writes the next one again, after it. Costs
+		// one round trip per partition and epoch.
 		return false
 	}
 	if len(q.pending) > 0 && q.stale(&s.idem) {
