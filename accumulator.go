@@ -162,6 +162,7 @@ type partq struct {
 	nextSeq    int64    // idempotence: sequence of the next new batch (not wrapped: see wireSeq)
 	lastAcked  int64    // idempotence: last sequence acknowledged, -1 none
 	suspectEnd int64    // idempotence: a failed batch ended here, -1 none
+	ackedPID   int64    // idempotence: a batch of this producer id was acknowledged here (in any epoch), else -1
 	pending    []*batch // idempotence: batches with a sequence, not yet completed, by sequence
 	// idempotence: the producer id and epoch the sequences are numbered
 	// in (-1 before the first batch), and whether the partition waits
@@ -287,7 +288,7 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 	}
 	ps := make([]*partq, max(len(old), int(partition)+1))
 	copy(ps, old)
-	q := &partq{topic: t, partition: partition, lastAcked: -1, suspectEnd: -1, pid: -1, epoch: -1}
+	q := &partq{topic: t, partition: partition, lastAcked: -1, suspectEnd: -1, pid: -1, epoch: -1, ackedPID: -1}
 	ps[partition] = q
 	t.parts.Store(&ps)
 	all := append(append([]*partq{}, *a.parts.Load()...), q)

@@ -247,15 +247,17 @@ func (s *sender) mayDrainIdempotent(q *partq, b *batch) bool {
 	if q.suspectEnd >= 0 || len(q.pending) >= maxPendingPerPartition {
 		return false
 	}
-	if q.lastAcked < 0 && len(q.pending) > 0 {
-		// Nothing of the partition acknowledged in this epoch yet: one
-		// batch at a time. A broker with no state for the producer
-		// takes any sequence as its first: had the first batch been
-		// refused (a partition just created or moving, NOT_LEADER) and
-		// the next one written, the first would come back
-		// OUT_OF_ORDER_SEQUENCE_NUMBER as the next sequence, a gap
-		// whose epoch bump writes the next one again, after it. Costs
-		// one round trip per partition and epoch.
+	if q.lastAcked < 0 && q.ackedPID != q.pid && len(q.pending) > 0 {
+		// Nothing of the partition acknowledged under this producer id
+		// yet: one batch at a time. A broker with no state for the
+		// producer takes any sequence as its first: had the first
+		// batch been refused (a partition just created or moving,
+		// NOT_LEADER) and the next one written, the first would come
+		// back OUT_OF_ORDER_SEQUENCE_NUMBER as the next sequence, a gap
+		// whose epoch bump writes the next one again, after it. (In a
+		// later epoch of a known producer id the broker wants sequence
+		// 0 first, so the check is not needed there.) Costs one round
+		// trip per partition and producer id.
 		return false
 	}
 	if len(q.pending) > 0 && q.stale(&s.idem) {
@@ -360,6 +362,7 @@ func (s *sender) onBatchDone(b *batch, err error) {
 	end := b.seq + int64(len(b.recs)) - 1
 	if err == nil {
 		q.lastAcked = max(q.lastAcked, end)
+		q.ackedPID = q.pid
 		return
 	}
 	q.suspectEnd = max(q.suspectEnd, end)

@@ -757,6 +757,7 @@ func (s *sender) succeed(b *batch, baseOffset, logAppendTime int64) {
 	if b.completed {
 		if s.idemOn && b.seq != noSeq {
 			b.q.lastAcked = max(b.q.lastAcked, b.seq+int64(len(b.recs))-1)
+			b.q.ackedPID = b.q.pid
 		}
 		s.p.acc.release(b)
 		return
