@@ -71,7 +71,7 @@ func TestUnreachableBootstrap(t *testing.T) {
 	dead := testcluster.FreeAddr(t)
 	cfg := DefaultConfig()
 	cfg.BootstrapServers = []string{dead}
-	cfg.MaxBlock = 500 * time.Millisecond
+	cfg.MaxBlock = 2 * time.Second
 	p := newTestProducer(t, cfg)
 	err := p.SendSync(context.Background(), &Record{Topic: "t", Value: []byte("x")})
 	if !errors.Is(err, ErrMetadataTimeout) || !strings.Contains(err.Error(), dead) {

@@ -667,7 +667,10 @@ func (s *sender) timeoutErr(b *batch, now time.Time, cause error) error {
 	if b.sent {
 		err = fmt.Errorf("%w; it was sent, so it may or may not have been written", err)
 	}
-	return fmt.Errorf("%w (the last error says what held it up; if the cluster is only slow, raise delivery.timeout.ms)", err)
+	if cause != nil {
+		return fmt.Errorf("%w (the last error says what held it up; if the cluster is only slow, raise delivery.timeout.ms)", err)
+	}
+	return fmt.Errorf("%w (if the cluster is only slow, raise delivery.timeout.ms)", err)
 }
 
 // expireQueuedLocked fails batches at the front of a deque that have

@@ -19,6 +19,7 @@ import (
 	"net"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -310,8 +311,8 @@ func securityFailure(err error) bool {
 
 func (c *Client) topicTimeout(name string, lastErr error) error {
 	if lastErr == nil {
-		return fmt.Errorf("%w: topic %q: no metadata answer named it within max.block.ms; is the cluster reachable (bootstrap.servers)?",
-			kerr.ErrMetadataTimeout, name)
+		return fmt.Errorf("%w: topic %q: no metadata answer named it within max.block.ms; is the cluster reachable (bootstrap.servers=%s)?",
+			kerr.ErrMetadataTimeout, name, strings.Join(c.cfg.Bootstrap, ","))
 	}
 	if errors.Is(lastErr, kerr.UnknownTopicOrPartition) {
 		return fmt.Errorf("%w %q: not in the cluster metadata within max.block.ms; create it, or enable auto.create.topics.enable on the brokers and allow.auto.create.topics on the producer (last error: %w)",
