@@ -645,7 +645,27 @@ cmd_signal() { # SIG verb node
 	p=$(node_pid "$3")
 	[[ -n $p ]] || die "node $3 is not running"
 	kill -"$1" "$p"
+	# kill returns once the signal is sent, not once every thread has
+	# stopped: a test that pauses a node and then expects silence must not
+	# race the JVM's last running thread.
+	[[ $1 != STOP ]] || wait_stopped "$p" || die "node $3 (pid $p) did not stop within 5s of SIGSTOP"
 	log "$2 node $3 (pid $p)"
+}
+
+wait_stopped() { # pid: every thread of pid is in the stopped state
+	local i f st busy
+	for i in $(seq 100); do
+		busy=0
+		for f in /proc/"$1"/task/*/stat; do
+			# The state follows "(comm) ", and a thread's comm may hold
+			# spaces ("Signal Dispatch").
+			st=$(sed 's/.*) //' "$f" 2>/dev/null | cut -c1 || true)
+			[[ -z $st || $st == T || $st == t ]] || { busy=1; break; }
+		done
+		((busy)) || return 0
+		sleep 0.05
+	done
+	return 1
 }
 
 cmd_restart() {
