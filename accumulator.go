@@ -299,18 +299,18 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 // append adds one record to its partition's last batch, or to a new one
 // when it does not fit; a new batch may wait for memory (up to maxBlock).
 // The record is encoded into the batch buffer here, on the caller's
-// goroutine, so the sender only has to seal. lastFull reports whether the
-// batch it went into takes no more records (for the sticky partitioner).
-func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool) (lastFull bool, err error) {
+// goroutine, so the sender only has to seal. The result tells the sticky
+// partitioner what the record did to its batch.
+func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool) (appendResult, error) {
 	ok, full, switchFirst := a.tryAppend(q, r, ts, cb, recSize, sticky)
 	if switchFirst {
-		return false, errSwitchSticky
+		return appendResult{}, errSwitchSticky
 	}
 	if ok {
 		if full {
 			a.wake() // it can go now: see the sender's sendable
 		}
-		return full, nil
+		return appendResult{lastFull: full}, nil
 	}
 	// recSize is exact for a batch's first record (header included), so
 	// a batch of one record larger than batch.size is full at once.
@@ -318,7 +318,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	size, ratio := a.newBatchSize(q.topic, limit)
 	buf, err := a.pool.allocate(ctx, size, maxBlock)
 	if err != nil {
-		return false, err
+		return appendResult{}, err
 	}
 	q.mu.Lock()
 	if ok, full := a.tryAppendLocked(q, r, ts, cb, recSize); ok {
@@ -328,7 +328,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		if full {
 			a.wake()
 		}
-		return full, nil
+		return appendResult{lastFull: full}, nil
 	}
 	first := len(q.batches) == 0
 	if !first {
@@ -346,7 +346,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
 	b.maxRecSize = recSize - recbatch.HeaderSize
 	b.sumRecSize = b.maxRecSize
-	lastFull = b.bld.IsFull(b.limit)
+	lastFull := b.bld.IsFull(b.limit)
 	// Registered before the batch is visible to the sender, so that it
 	// cannot complete (and be removed) before it is added.
 	a.incMu.Lock()
@@ -359,7 +359,18 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	// look again; appends into an existing batch need a wake-up only when
 	// they fill it.
 	a.wake()
-	return lastFull, nil
+	return appendResult{lastFull: lastFull, newBatch: true}, nil
+}
+
+// appendResult is what an append did to its partition's batches (Java's
+// RecordAppendResult, as far as the sticky partitioner needs it).
+type appendResult struct {
+	// lastFull: the batch the record went into takes no more records
+	// (Java's allBatchesFull, for the partition's last batch).
+	lastFull bool
+	// newBatch: the record opened a batch, so it added the batch
+	// header's bytes too.
+	newBatch bool
 }
 
 // newBatchSize is the buffer a new batch of limit bytes (batch.size, or

@@ -76,7 +76,10 @@ import (
 // may be empty; it is shared: do not modify or keep it). The result must
 // be in [0, numPartitions): a negative one fails the record with
 // ErrInvalidRecord, a larger one with ErrUnknownPartition. A Partitioner
-// that panics fails only that record (with ErrInvalidRecord).
+// that panics fails only that record (with ErrInvalidRecord). A
+// Partitioner that also implements io.Closer is closed by Producer.Close
+// after the interceptors, as Java closes its partitioner; a failure there
+// is logged.
 type Partitioner interface {
 	Partition(r *Record, numPartitions int32, available []int32) int32
 }
@@ -220,7 +223,16 @@ func (p *Producer) stickyAppended(t *topicState, mt *cluster.Topic, part int32, 
 	if cur != part || (produced < 2*sticky && (produced < sticky || !lastFull)) {
 		return
 	}
-	t.sticky.CompareAndSwap(v, stickyPack(p.nextPartition(t, mt, drawRandom()), 0))
+	// Bytes another Send added since the Add must not cancel the switch
+	// (Java decides under the partition's lock): retry while the topic
+	// still sticks to part.
+	next := stickyPack(p.nextPartition(t, mt, drawRandom()), 0)
+	for !t.sticky.CompareAndSwap(v, next) {
+		v = t.sticky.Load()
+		if cur, _ := stickyUnpack(v); cur != part {
+			return // switched by another Send
+		}
+	}
 }
 
 // stickySwitch moves the topic's sticky partition on from part, which

@@ -205,7 +205,9 @@ func TestLoadStatsFromQueues(t *testing.T) {
 
 // stickyProbe sends unkeyed records of one size to a producer that keeps
 // its batches (linger 1h) and reports after which records the sticky
-// partition was switched (the partitioner reset its byte count). After
+// partition was switched (the partitioner reset its byte count, so that
+// it counts just this record: with the batch header when the record
+// opened a batch). After
 // each record numbered in flushAfter it flushes (sends every batch).
 func stickyProbe(t *testing.T, batchSize, valueLen, records int, flushAfter ...int) (switchedAfter []int) {
 	c := newFake(t, 50)
@@ -220,7 +222,7 @@ func stickyProbe(t *testing.T, batchSize, valueLen, records int, flushAfter ...i
 		if err := p.send(context.Background(), &Record{Topic: "t", Value: make([]byte, valueLen), Timestamp: ts}, func(*Record, error) {}); err != nil {
 			t.Fatal(err)
 		}
-		if _, bytes := stickyUnpack(p.acc.topic("t").sticky.Load()); bytes == size && i > 1 {
+		if _, bytes := stickyUnpack(p.acc.topic("t").sticky.Load()); (bytes == size || bytes == size+recbatch.HeaderSize) && i > 1 {
 			switchedAfter = append(switchedAfter, i-1)
 		}
 		if slices.Contains(flushAfter, i) {
@@ -252,12 +254,13 @@ func TestStickySwitchOnceItsBatchWasSent(t *testing.T) {
 // takes records, Java keeps the sticky partition until 2 × batch.size
 // bytes were produced to it.
 func TestStickySwitchAtTwiceBatchSize(t *testing.T) {
-	// 101-byte records, batch.size 1000: a batch holds 9 (61 + 909);
-	// 1000 bytes are reached with the 10th record, which opened a second
-	// batch that is not full, so no switch; 2000 bytes with the 20th.
+	// 101-byte records, batch.size 1000: a batch holds 9 (61 + 909).
+	// Java counts a batch's header with its first record: 970 bytes
+	// after 9 records; the 10th opens a second batch (1132 bytes), not
+	// full, so no switch; the 19th opens a third: 2102 bytes, switch.
 	vlen := valueLenFor(t, 101)
 	got := stickyProbe(t, 1000, vlen, 45)
-	if want := []int{20, 40}; !slices.Equal(got, want) {
+	if want := []int{19, 38}; !slices.Equal(got, want) {
 		t.Fatalf("switched after records %v, want %v", got, want)
 	}
 }
@@ -267,11 +270,12 @@ func TestStickySwitchAtTwiceBatchSize(t *testing.T) {
 // records.
 func TestStickySwitchWhenLastBatchFull(t *testing.T) {
 	// 313-byte records, batch.size 1000: three fill a batch exactly
-	// (61 + 939). After 6 records, 1878 bytes went to the partition and
-	// its last batch is full: switch, before the 2000-byte rule would.
+	// (61 + 939), and Java counts those 1000 bytes (header included):
+	// batch.size went to the partition and its last batch is full, so
+	// the switch comes after every third record.
 	vlen := valueLenFor(t, 313)
 	got := stickyProbe(t, 1000, vlen, 14)
-	if want := []int{6, 12}; !slices.Equal(got, want) {
+	if want := []int{3, 6, 9, 12}; !slices.Equal(got, want) {
 		t.Fatalf("switched after records %v, want %v", got, want)
 	}
 }

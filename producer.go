@@ -284,15 +284,15 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 	if waited {
 		maxBlock -= time.Since(start)
 	}
-	var lastFull bool
+	var res appendResult
 	if p.txn != nil {
 		if err := p.txn.beginSend(r.Topic); err != nil {
 			return err
 		}
-		part, lastFull, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)
+		part, res, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)
 		p.txn.appendMu.RUnlock()
 	} else {
-		part, lastFull, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)
+		part, res, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)
 	}
 	if err != nil {
 		return fmt.Errorf("cannot buffer the record for %s[%d]: %w", r.Topic, part, err)
@@ -300,12 +300,16 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 	if sticky {
 		// Java counts what the record adds to its batch's estimated
 		// size: with compression, the estimated compressed bytes, so that
-		// the partition takes a whole (compressed) batch before a switch.
+		// the partition takes a whole (compressed) batch before a switch;
+		// the first record of a batch adds the batch header too.
 		n := recSize - recbatch.HeaderSize
 		if p.acc.compressed {
 			n = recbatch.EstimatedBytes(n, t.compressionEstimate())
 		}
-		p.stickyAppended(t, mt, part, n, lastFull)
+		if res.newBatch {
+			n += recbatch.HeaderSize
+		}
+		p.stickyAppended(t, mt, part, n, res.lastFull)
 	}
 	return nil
 }
@@ -315,11 +319,11 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 // goes to the next sticky partition instead; appendTo returns the
 // partition the record went to.
 func (p *Producer) appendTo(ctx context.Context, t *topicState, mt *cluster.Topic, q *partq, part int32, r *Record, ts int64,
-	cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool) (int32, bool, error) {
+	cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool) (int32, appendResult, error) {
 	for {
-		lastFull, err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock, sticky)
+		res, err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock, sticky)
 		if err != errSwitchSticky {
-			return part, lastFull, err
+			return part, res, err
 		}
 		part = p.stickySwitch(t, mt, part)
 		q = p.acc.queue(t, part)
