@@ -78,3 +78,61 @@ func TestUnreachableBootstrap(t *testing.T) {
 		t.Fatalf("Send with no broker answering: %v, want ErrMetadataTimeout naming %s", err, dead)
 	}
 }
+
+// A record that Send refuses keeps a zero Timestamp, so that sending the
+// same Record again takes the time of that Send (as a Java ProducerRecord
+// without a timestamp does); a record that is buffered gets its time.
+func TestRefusedRecordKeepsNoTimestamp(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	cfg.MaxRequestSize = 1000
+	cfg.BufferMemory = 64 << 10
+	cfg.BatchSize = 16 << 10
+	cfg.MaxBlock = 50 * time.Millisecond
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 10*time.Second)
+
+	big := &Record{Topic: "t", Value: make([]byte, 2000)}
+	if err := p.SendSync(ctx, big); !errors.Is(err, kerr.ErrRecordTooLarge) {
+		t.Fatalf("SendSync of 2000 bytes: %v, want ErrRecordTooLarge", err)
+	}
+	if !big.Timestamp.IsZero() {
+		t.Errorf("a record refused as too large got Timestamp %v", big.Timestamp)
+	}
+
+	// Fill buffer.memory while the produce requests are held, so that the
+	// next Send waits max.block.ms for memory and gives up.
+	open := holdRequests(t, c, kmsg.Produce)
+	o := newOutcomes(t)
+	for range 4 {
+		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(0), o.cb())
+		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}), o.cb())
+	}
+	var late *Record
+	for i := range 200 {
+		r := &Record{Topic: "t", Value: make([]byte, 900)}
+		var refused error // cb runs before Send returns for a refused record
+		p.Send(ctx, r, func(_ *Record, err error) {
+			if err != nil {
+				refused = err
+			}
+		})
+		if errors.Is(refused, kerr.ErrBufferFull) {
+			late = r
+			break
+		} else if refused != nil {
+			t.Fatalf("Send %d: %v", i, refused)
+		}
+		if r.Timestamp.IsZero() {
+			t.Fatalf("a buffered record has no Timestamp")
+		}
+	}
+	if late == nil {
+		t.Fatal("200 records of 900 bytes did not fill 64 KiB of buffer.memory")
+	}
+	if !late.Timestamp.IsZero() {
+		t.Errorf("a record refused for want of memory got Timestamp %v", late.Timestamp)
+	}
+	open()
+	o.wait(t, 10*time.Second)
+}

@@ -234,12 +234,14 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 	// The clock is read only when needed: for the record's timestamp if
 	// it has none, and to bound a wait for metadata.
 	var start time.Time
-	if r.Timestamp.IsZero() {
+	var ts int64
+	stamp := r.Timestamp.IsZero()
+	if stamp {
 		start = p.clock.now()
-		// Kafka keeps milliseconds; report the timestamp the log will have.
-		r.Timestamp = time.UnixMilli(start.UnixMilli())
+		ts = start.UnixMilli()
+	} else {
+		ts = r.Timestamp.UnixMilli()
 	}
-	ts := r.Timestamp.UnixMilli()
 
 	t := p.acc.topic(r.Topic)
 	mt := t.metadata(p.cl.Snapshot())
@@ -284,9 +286,20 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 	if waited {
 		maxBlock -= time.Since(start)
 	}
+	if stamp {
+		// Set only now, just before the append, since the sender reads it
+		// (a split batch is rebuilt from its records); reset if the record
+		// is not buffered after all, so that sending the same Record again
+		// takes a new time, as a Java ProducerRecord without a timestamp
+		// does. Kafka keeps milliseconds: the timestamp the log will have.
+		r.Timestamp = time.UnixMilli(ts)
+	}
 	var res appendResult
 	if p.txn != nil {
-		if err := p.txn.beginSend(r.Topic); err != nil {
+		if err = p.txn.beginSend(r.Topic); err != nil {
+			if stamp {
+				r.Timestamp = time.Time{}
+			}
 			return err
 		}
 		part, res, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)
@@ -295,6 +308,9 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 		part, res, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)
 	}
 	if err != nil {
+		if stamp {
+			r.Timestamp = time.Time{}
+		}
 		return fmt.Errorf("cannot buffer the record for %s[%d]: %w", r.Topic, part, err)
 	}
 	if sticky {
