@@ -90,10 +90,15 @@ func (Float64Serializer) Serialize(_ string, v float64) ([]byte, error) {
 
 // JSONSerializer encodes values with encoding/json, without its escaping
 // of <, > and & (as Jackson, behind the Java JSON serializers, writes
-// them), so that a JSON key hashes to the partition a Java producer would
-// pick. A value that encodes as JSON null (a nil pointer, map, slice or
-// interface) becomes a null key or value, as Java JSON serializers return
-// null for null; on a compacted topic a null value is a tombstone.
+// them). For structs of strings, integers and booleans, and slices of
+// them, the bytes are Jackson's, so such a JSON key hashes to the
+// partition a Java producer would pick. Elsewhere they may differ: Go
+// sorts map keys (Jackson keeps insertion order), writes 1.0 as 1 and
+// escapes U+2028 and U+2029; co-partitioning with Java on such keys needs
+// a serializer that writes Jackson's bytes. A value that encodes as JSON
+// null (a nil pointer, map, slice or interface) becomes a null key or
+// value, as Java JSON serializers return null for null; on a compacted
+// topic a null value is a tombstone.
 type JSONSerializer[T any] struct{}
 
 // Serialize encodes v as JSON.
@@ -238,8 +243,10 @@ func (tp *TypedProducer[K, V]) SendSync(ctx context.Context, r *TypedRecord[K, V
 }
 
 // failUnsent fails a record that never reached Send (its serializer
-// failed): the interceptors learn of it, then its callback.
+// failed): it counts in record-error-total (as in Java's doSend), the
+// interceptors learn of it, then its callback.
 func (p *Producer) failUnsent(r *Record, err error, cb func(*Record, error)) {
+	p.metrics.errors.Add(1)
 	p.onAcknowledgement(r, err)
 	cb(r, err)
 }

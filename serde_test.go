@@ -177,6 +177,10 @@ func TestTypedProducerSerializationErrors(t *testing.T) {
 	if len(evs) != 8 || !slices.Equal(evs[:5], want) {
 		t.Errorf("interceptor events %q, want %q then 3 acks", evs, want)
 	}
+	// As in Java's doSend, they count as errors.
+	if m := p.Metrics(); m.RecordErrorTotal != 2 {
+		t.Errorf("record-error-total %d, want 2 (the records whose key did not serialize)", m.RecordErrorTotal)
+	}
 
 	// A value serializer error says "value".
 	jp := NewTypedProducer[[]byte, float64](p, BytesSerializer{}, JSONSerializer[float64]{})
