@@ -149,20 +149,22 @@ func (p *Producer) ackOne(ic Interceptor, r *Record, err error) {
 func (p *Producer) closeInterceptors() {
 	for _, ic := range p.cfg.Interceptors {
 		if c, ok := ic.(io.Closer); ok {
-			p.closeOne(ic, c)
+			p.closeOne("interceptor", c)
 		}
 	}
 }
 
-func (p *Producer) closeOne(ic Interceptor, c io.Closer) {
+// closeOne closes c, a user's plug-in of the given kind, logging and
+// swallowing a failure or a panic.
+func (p *Producer) closeOne(kind string, c io.Closer) {
 	defer func() {
 		if v := recover(); v != nil {
-			p.log.Error("interceptor Close panicked; ignored",
-				"interceptor", fmt.Sprintf("%T", ic), "panic", v)
+			p.log.Error(kind+" Close panicked; ignored",
+				kind, fmt.Sprintf("%T", c), "panic", v)
 		}
 	}()
 	if err := c.Close(); err != nil {
-		p.log.Error("interceptor Close failed; ignored",
-			"interceptor", fmt.Sprintf("%T", ic), "err", err)
+		p.log.Error(kind+" Close failed; ignored",
+			kind, fmt.Sprintf("%T", c), "err", err)
 	}
 }

@@ -385,3 +385,43 @@ func TestInterceptorCloseAfterAbort(t *testing.T) {
 	}
 	checkClosedAfterAcks(t, log.get(), n)
 }
+
+// closingPartitioner counts its Close calls.
+type closingPartitioner struct {
+	PartitionerFunc
+	closes atomic.Int32
+}
+
+func (c *closingPartitioner) Close() error {
+	c.closes.Add(1)
+	return errors.New("partitioner Close broke")
+}
+
+// TestPartitionerClosed: a Partitioner that is an io.Closer is closed
+// once by Close, after the records were delivered; its failure is logged.
+func TestPartitionerClosed(t *testing.T) {
+	c := newFake(t, 2)
+	cfg := testConfig(c)
+	var logBuf syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))
+	part := &closingPartitioner{PartitionerFunc: func(*Record, int32, []int32) int32 { return 1 }}
+	cfg.Partitioner = part
+	p := newTestProducer(t, cfg)
+	if err := p.SendSync(ctxT(t, 10*time.Second), &Record{Topic: "t", Value: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := part.closes.Load(); n != 0 {
+		t.Fatalf("partitioner closed %d times before Close", n)
+	}
+	for range 2 {
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatalf("Close: %v, want nil: a partitioner's Close error is only logged", err)
+		}
+	}
+	if n := part.closes.Load(); n != 1 {
+		t.Errorf("partitioner closed %d times, want 1", n)
+	}
+	if out := logBuf.String(); !strings.Contains(out, "partitioner Close failed") || !strings.Contains(out, "partitioner Close broke") {
+		t.Errorf("log does not report the partitioner's failed Close:\n%s", out)
+	}
+}

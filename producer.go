@@ -3,6 +3,7 @@ package kprod
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -507,6 +508,10 @@ func (p *Producer) finishClose() {
 	// The sender has ended, so every OnAcknowledgement of a buffered
 	// record has run: the interceptors can let go of their state.
 	p.closeInterceptors()
+	// Then the partitioner, as Java's close does; Send no longer calls it.
+	if c, ok := p.cfg.Partitioner.(io.Closer); ok {
+		p.closeOne("partitioner", c)
+	}
 	close(p.closeDone)
 }
 
