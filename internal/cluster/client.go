@@ -647,8 +647,15 @@ func (c *Client) install(mr *kmsg.MetadataResponse) (progressed bool) {
 					ok = false // a gap: partitions are being created; retry later
 					break
 				}
+				leader := p.Leader
+				if _, known := s.Brokers[leader]; !known {
+					// A leader the response does not list cannot be
+					// reached: leaderless until a refresh names it (Java's
+					// toPartitionInfo: a null leader, so unavailable).
+					leader = -1
+				}
 				parts[p.Partition] = Partition{
-					ID: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+					ID: p.Partition, Leader: leader, LeaderEpoch: p.LeaderEpoch,
 					Replicas: p.Replicas, ISR: p.ISR, Offline: p.OfflineReplicas,
 					Err: kerr.ForCode(p.ErrorCode),
 				}

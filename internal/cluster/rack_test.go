@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"net"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestLedFromRack: a topic's partitions grouped by their leader's rack,
@@ -54,5 +57,42 @@ func TestSnapshotLedFromRack(t *testing.T) {
 	}
 	if want := map[string][]int32{"krack": {0, 1, 2, 3}}; !reflect.DeepEqual(topic.LedFromRack, want) {
 		t.Fatalf("LedFromRack = %v, want %v", topic.LedFromRack, want)
+	}
+}
+
+// TestUnlistedLeaderIsNoLeader: a partition whose leader the response
+// does not list among its brokers has no leader in the snapshot (Java's
+// toPartitionInfo gives it a null leader), so that the partitioners treat
+// it as unavailable and the sender waits for a refresh.
+func TestUnlistedLeaderIsNoLeader(t *testing.T) {
+	kc := newCluster(t)
+	kc.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		resp.SetVersion(req.GetVersion())
+		for i, addr := range kc.ListenAddrs() {
+			host, port, _ := net.SplitHostPort(addr)
+			p, _ := strconv.Atoi(port)
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = int32(i), host, int32(p)
+			resp.Brokers = append(resp.Brokers, b)
+		}
+		topic := kmsg.NewMetadataResponseTopic()
+		topic.Topic = kmsg.StringPtr("t")
+		for i, leader := range []int32{0, 9} {
+			p := kmsg.NewMetadataResponseTopicPartition()
+			p.Partition, p.Leader, p.Replicas, p.ISR = int32(i), leader, []int32{leader}, []int32{leader}
+			topic.Partitions = append(topic.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, topic)
+		return resp, nil, true
+	})
+	c := newClient(t, testConfig(kc.ListenAddrs()...))
+	topic, err := c.WaitTopic(ctxFor(t, 5*time.Second), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []int32{topic.Partitions[0].Leader, topic.Partitions[1].Leader}; got[0] != 0 || got[1] != -1 {
+		t.Fatalf("leaders %v, want [0 -1]: broker 9 is not in the response", got)
 	}
 }
