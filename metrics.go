@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kprod/kprod/internal/recbatch"
 )
 
 // Metrics is a snapshot of the producer's metrics, with the Java
@@ -24,7 +26,7 @@ type Metrics struct {
 	RecordSendTotal      int64   // record-send-total
 	ByteRate             float64 // byte-rate: bytes of record batches sent per second, as sent (after compression)
 	ByteTotal            int64   // byte-total
-	RecordSizeAvg        float64 // record-size-avg: encoded record size
+	RecordSizeAvg        float64 // record-size-avg: encoded record size (without the batch header)
 	RecordSizeMax        float64 // record-size-max
 	BatchSizeAvg         float64 // batch-size-avg: bytes per batch on the wire (after compression)
 	BatchSizeMax         float64 // batch-size-max
@@ -49,7 +51,9 @@ type Metrics struct {
 	ProduceThrottleAvg   float64 // produce-throttle-time-avg (ms)
 	ProduceThrottleMax   float64 // produce-throttle-time-max (ms)
 
-	// Topics holds the per-topic metrics (producer-topic-metrics).
+	// Topics holds the per-topic metrics (producer-topic-metrics) of the
+	// topics a batch was sent to, as Java registers them at the first
+	// produce request.
 	Topics map[string]TopicMetrics
 }
 
@@ -145,6 +149,9 @@ func (p *Producer) Metrics() Metrics {
 	m.RecordErrorRate = mt.window.rate(now, "errors", m.RecordErrorTotal)
 	m.BatchSplitRate = mt.window.rate(now, "batch-splits", m.BatchSplitTotal)
 	for name, t := range *p.acc.topics.Load() {
+		if !t.metrics.registered.Load() {
+			continue
+		}
 		tm := TopicMetrics{
 			RecordSendTotal:  t.metrics.records.Load(),
 			ByteTotal:        t.metrics.bytes.Load(),
@@ -171,6 +178,11 @@ type producerMetrics struct {
 }
 
 type topicMetrics struct {
+	// registered: a batch of the topic was sent. As Java registers its
+	// topic sensors at the first produce request, a topic appears in
+	// Metrics from then on, not for every name ever given to Send
+	// (a typo, a topic that does not exist).
+	registered                      atomic.Bool
 	records, bytes, retries, errors atomic.Int64
 	compression                     stat
 }
@@ -274,13 +286,25 @@ func (m *producerMetrics) onSent(b *batch, now time.Time) {
 	m.records.Add(n)
 	m.bytes.Add(wire)
 	m.batchSize.record(now, float64(wire))
-	ratio := float64(wire) / float64(max(b.bld.UncompressedSize(), 1))
+	// Java's compression ratio: the records' bytes as sent over their
+	// bytes uncompressed, both without the batch header (so 1 when the
+	// batch is not compressed).
+	ratio := 1.0
+	if raw := b.bld.UncompressedSize() - recbatch.HeaderSize; raw > 0 {
+		ratio = float64(wire-recbatch.HeaderSize) / float64(raw)
+	}
 	m.compression.record(now, ratio)
 	m.queueTime.record(now, float64(now.Sub(b.created))/float64(time.Millisecond))
-	// Java records each record's size; the batch's average and its
-	// largest give the same average and maximum.
+	// The average and the largest of the records' encoded sizes, as the
+	// names say. (Java records, once per batch, an upper bound of the
+	// batch's largest record with the batch header, so its average is
+	// of per-batch maxima and about 61 bytes higher; kprod reports what
+	// the records are.)
 	m.recSize.recordN(now, float64(b.sumRecSize), n, float64(b.maxRecSize))
 	tm := &b.q.topic.metrics
+	if !tm.registered.Load() {
+		tm.registered.Store(true)
+	}
 	tm.records.Add(n)
 	tm.bytes.Add(wire)
 	tm.compression.record(now, ratio)

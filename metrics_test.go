@@ -1,7 +1,10 @@
 package kprod
 
 import (
+	"bytes"
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -90,4 +93,43 @@ func TestStatWindow(t *testing.T) {
 	s.record(at(62*time.Second), 4) // a third sample replaces the first
 	check(70*time.Second, 3, 4)
 	check(200*time.Second, 0, 0)
+}
+
+// compression-rate-avg is Java's ratio: the records' compressed bytes over
+// their uncompressed bytes, without the batch header; a topic appears in
+// Metrics once a batch was sent to it, not for every name given to Send.
+func TestMetricsCompressionAndTopics(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	cfg.CompressionType = "gzip"
+	cfg.MaxBlock = 100 * time.Millisecond
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 10*time.Second)
+	val := bytes.Repeat([]byte("a"), 200)
+	for range 20 {
+		if err := p.SendSync(ctx, &Record{Topic: "t", Value: val}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One record of 200 equal bytes (about 210 encoded) gzips to about
+	// 30 bytes; counting the 61-byte header on both sides gave about 0.35.
+	m := p.Metrics()
+	if r := m.CompressionRateAvg; r <= 0 || r > 0.2 {
+		t.Errorf("compression-rate-avg %.3f, want the records' ratio (< 0.2)", r)
+	}
+	if r := m.Topics["t"].CompressionRateAvg; r <= 0 || r > 0.2 {
+		t.Errorf("topic compression-rate %.3f, want < 0.2", r)
+	}
+
+	// A topic that does not exist: Send fails after max.block.ms.
+	if err := p.SendSync(ctx, &Record{Topic: "no-such-topic", Value: val}); err == nil {
+		t.Fatal("a send to a topic that does not exist succeeded")
+	}
+	m = p.Metrics()
+	if _, ok := m.Topics["no-such-topic"]; ok || len(m.Topics) != 1 {
+		t.Errorf("topics in Metrics: %v, want only t", slices.Collect(maps.Keys(m.Topics)))
+	}
+	if m.RecordErrorTotal != 1 {
+		t.Errorf("record-error-total %d, want 1", m.RecordErrorTotal)
+	}
 }
