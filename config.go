@@ -468,6 +468,7 @@ const (
 // Defaults, as in the Kafka 4.x Java producer.
 const (
 	defaultDeliveryTimeout     = 120 * time.Second
+	defaultReconnectBackoffMax = 1000 * time.Millisecond
 	maxIdempotentInFlight      = 5
 	minMetadataMaxIdle         = 5 * time.Second
 	maxInt32Ms                 = time.Duration(math.MaxInt32) * time.Millisecond
@@ -514,7 +515,7 @@ func DefaultConfig() Config {
 		MetadataRecoveryRebootstrapTrigger: 5 * time.Minute,
 		ConnectionsMaxIdle:                 9 * time.Minute,
 		ReconnectBackoff:                   50 * time.Millisecond,
-		ReconnectBackoffMax:                1000 * time.Millisecond,
+		ReconnectBackoffMax:                defaultReconnectBackoffMax,
 		SocketConnectionSetupTimeout:       10 * time.Second,
 		SocketConnectionSetupTimeoutMax:    30 * time.Second,
 		SendBufferBytes:                    128 * 1024,
@@ -772,6 +773,10 @@ func (c *Config) validateBounds() error {
 		}
 		return invalid("compression.type", c.CompressionType, reason)
 	}
+	// Java: CaseInsensitiveValidString.
+	if l := strings.ToLower(strings.TrimSpace(c.MetadataRecoveryStrategy)); l == MetadataRecoveryRebootstrap || l == MetadataRecoveryNone {
+		c.MetadataRecoveryStrategy = l
+	}
 	switch c.MetadataRecoveryStrategy {
 	case MetadataRecoveryRebootstrap, MetadataRecoveryNone:
 	default:
@@ -780,6 +785,15 @@ func (c *Config) validateBounds() error {
 			reason += zeroHint
 		}
 		return invalid("metadata.recovery.strategy", c.MetadataRecoveryStrategy, reason)
+	}
+	if c.TransactionalID != "" {
+		// Java trims string settings, and then refuses an empty id.
+		id := strings.TrimSpace(c.TransactionalID)
+		if id == "" {
+			return invalid("transactional.id", strconv.Quote(c.TransactionalID),
+				"must not be blank; give the transaction id, or leave it empty for a producer without transactions")
+		}
+		c.TransactionalID = id
 	}
 	if c.TransactionalID != "" && c.TransactionTimeout < time.Millisecond {
 		return invalid("transaction.timeout.ms", ms(c.TransactionTimeout),
@@ -793,7 +807,9 @@ func (c *Config) validateBounds() error {
 func (c *Config) deriveTimeouts() {
 	// CommonClientConfigs.postProcessReconnectBackoffConfigs: a configured
 	// base without a configured max turns exponential backoff off.
-	if c.setByName&setReconnectBackoff != 0 && c.setByName&setReconnectBackoffMax == 0 {
+	// (A max set in code, not by name, counts as configured when it is
+	// not the default.)
+	if c.setByName&setReconnectBackoff != 0 && c.setByName&setReconnectBackoffMax == 0 && c.ReconnectBackoffMax == defaultReconnectBackoffMax {
 		c.ReconnectBackoffMax = c.ReconnectBackoff
 	}
 	// Java's ExponentialBackoff starts at min(base, max): a base above the

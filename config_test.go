@@ -359,6 +359,7 @@ func TestConfigValidateFields(t *testing.T) {
 		{"retries", func(c *Config) { c.Retries = -1 }, "0..2147483647"},
 		{"max.in.flight.requests.per.connection", func(c *Config) { c.MaxInFlight = -1 }, ">= 1"},
 		{"transaction.timeout.ms", func(c *Config) { c.TransactionalID = "tx"; c.TransactionTimeout = 0 }, "at least 1 ms"},
+		{"transactional.id", func(c *Config) { c.TransactionalID = "  " }, "must not be blank"},
 		{"compression.type", func(c *Config) { c.CompressionType = "None" }, "lower case"},
 		{"sasl.mechanism", func(c *Config) { c.SecurityProtocol = "sasl_ssl" }, "GSSAPI"},
 		{"security.protocol", func(c *Config) { c.SASLUsername = "u" }, "does not use SASL"},
@@ -377,6 +378,14 @@ func TestConfigValidateFields(t *testing.T) {
 	c.SecurityProtocol = "plaintext"
 	if err := c.Validate(); err != nil || c.SecurityProtocol != "PLAINTEXT" {
 		t.Errorf("SecurityProtocol \"plaintext\": err %v, normalized to %q", err, c.SecurityProtocol)
+	}
+	// So are metadata.recovery.strategy (case-insensitive in Java too)
+	// and a transactional.id with spaces around it (Java trims strings).
+	c = validConfig()
+	c.MetadataRecoveryStrategy = "REBOOTSTRAP"
+	c.TransactionalID = " tx "
+	if err := c.Validate(); err != nil || c.MetadataRecoveryStrategy != MetadataRecoveryRebootstrap || c.TransactionalID != "tx" {
+		t.Errorf("MetadataRecoveryStrategy \"REBOOTSTRAP\", TransactionalID \" tx \": err %v, normalized to %q, %q", err, c.MetadataRecoveryStrategy, c.TransactionalID)
 	}
 	// transaction.timeout.ms of 0 is only checked when transactions are on.
 	c = validConfig()
@@ -644,6 +653,19 @@ func TestConfigBackoffs(t *testing.T) {
 	if c.ReconnectBackoff != time.Second || c.ReconnectBackoffMax != time.Second {
 		t.Errorf("Go ReconnectBackoff 3s: backoff %v max %v, want 1s / 1s", c.ReconnectBackoff, c.ReconnectBackoffMax)
 	}
+	// reconnect.backoff.ms by name and the max as a field: the max is
+	// configured, so it stays.
+	c = validConfig()
+	if err := c.Set("reconnect.backoff.ms", "200"); err != nil {
+		t.Fatal(err)
+	}
+	c.ReconnectBackoffMax = 5 * time.Second
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.ReconnectBackoff != 200*time.Millisecond || c.ReconnectBackoffMax != 5*time.Second {
+		t.Errorf("reconnect.backoff.ms=200 and ReconnectBackoffMax 5s: backoff %v max %v, want 200ms / 5s", c.ReconnectBackoff, c.ReconnectBackoffMax)
+	}
 }
 
 func TestConfigBootstrapServers(t *testing.T) {
@@ -702,8 +724,11 @@ func TestConfigSetUnknownAndJavaOnly(t *testing.T) {
 	}
 	for _, name := range ignored {
 		v := "org.example.Whatever"
-		if name == "transaction.two.phase.commit.enable" {
+		switch name {
+		case "transaction.two.phase.commit.enable":
 			v = "false"
+		case "client.dns.lookup":
+			v = "use_all_dns_ips"
 		}
 		if err := c.Set(name, v); err != nil {
 			t.Errorf("Set(%q) = %v, want it accepted and ignored", name, err)
@@ -720,6 +745,8 @@ func TestConfigSetUnknownAndJavaOnly(t *testing.T) {
 	}
 
 	wantConfigError(t, validConfigPtr().Set("transaction.two.phase.commit.enable", "true"), "transaction.two.phase.commit.enable", "not supported")
+	wantConfigError(t, validConfigPtr().Set("client.dns.lookup", "resolve_canonical_bootstrap_servers_only"), "client.dns.lookup", "only use_all_dns_ips")
+	wantConfigError(t, validConfigPtr().Set("client.dns.lookup", "bogus"), "client.dns.lookup", "only use_all_dns_ips")
 	wantConfigError(t, validConfigPtr().Set("config.providers", "file"), "config.providers", "not supported")
 	wantConfigError(t, validConfigPtr().Set("config.providers.file.class", "x"), "config.providers.file.class", "not supported")
 }

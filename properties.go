@@ -238,6 +238,9 @@ var javaOnlyPrefixes = []string{"sasl.kerberos.", "sasl.login.", "sasl.oauthbear
 // only the listed value is accepted.
 var unsupportedValues = map[string]string{
 	"transaction.two.phase.commit.enable": "false",
+	// Java also has resolve_canonical_bootstrap_servers_only, and refuses
+	// any other value.
+	"client.dns.lookup": "use_all_dns_ips",
 }
 
 // rejectedProperties are Java features kprod cannot honour; a file using
