@@ -20,12 +20,7 @@ import (
 // The real binary, with real signals: main must turn SIGINT/SIGTERM into
 // "stop reading, deliver what was read, exit" while stdin stays open.
 func TestBinaryProduceSignal(t *testing.T) {
-	testcluster.SkipIfShort(t, "builds the binary")
-	bin := filepath.Join(t.TempDir(), "kprod")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			c := newCluster(t, 1, "t")
@@ -78,8 +73,8 @@ func TestBinaryProduceSignal(t *testing.T) {
 				if err != nil && !errors.As(err, &ee) {
 					t.Fatal(err)
 				}
-				if code := cmd.ProcessState.ExitCode(); code != 0 {
-					t.Errorf("exit %d, want 0\nstderr: %s", code, stderr.String())
+				if code := cmd.ProcessState.ExitCode(); code != 130 {
+					t.Errorf("exit %d, want 130 (interrupted)\nstderr: %s", code, stderr.String())
 				}
 			case <-time.After(20 * time.Second):
 				t.Fatalf("kprod produce did not exit within 20s of %v\nstderr: %s", sig, stderr.String())
@@ -94,6 +89,62 @@ func TestBinaryProduceSignal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// buildBinary builds the kprod command into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	testcluster.SkipIfShort(t, "builds the binary")
+	bin := filepath.Join(t.TempDir(), "kprod")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// A second SIGINT ends the process at once, while the first one's bounded
+// shutdown still waits (here for a broker that does not exist).
+func TestBinarySecondSignal(t *testing.T) {
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "produce", "-b", testcluster.FreeAddr(t), "-t", "t", "-X", "max.block.ms=60000")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	if _, err := stdin.Write([]byte("a\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the line is read; its Send waits for metadata
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("exited on the first signal (%v), before its 10s grace:\n%s", err, stderr.String())
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+			t.Errorf("process state %v, want killed by SIGINT", cmd.ProcessState)
+		}
+	case <-time.After(5 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("still running 5s after the second SIGINT\nstderr: %s", stderr.String())
 	}
 }
 

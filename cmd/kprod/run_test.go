@@ -103,6 +103,7 @@ type perfJSON struct {
 	WarmupRecords int64            `json:"warmup_records"`
 	Topic         string           `json:"topic"`
 	Interrupted   bool             `json:"interrupted"`
+	Stopped       string           `json:"stopped"`
 	SteadyState   *perfJSON        `json:"steady_state"`
 }
 
@@ -531,8 +532,9 @@ func TestPerfUnknownTopic(t *testing.T) {
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	if stdout != "" {
-		t.Errorf("stdout should be empty after a failed start, got %q", stdout)
+	// --json: the object is there, saying what stopped the run.
+	if out := parsePerfJSON(t, stdout); out.Interrupted || !strings.Contains(out.Stopped, "does-not-exist") || out.Records != 0 {
+		t.Errorf("JSON after a failed start: interrupted %v, stopped %q, records %d; want a stop naming the topic", out.Interrupted, out.Stopped, out.Records)
 	}
 	if !strings.Contains(stderr, "unknown topic") || !strings.Contains(stderr, "does-not-exist") {
 		t.Errorf("stderr does not say the topic is unknown:\n%s", stderr)
@@ -571,8 +573,8 @@ func TestUnreachableBroker(t *testing.T) {
 		if code != 1 {
 			t.Errorf("exit %d, want 1", code)
 		}
-		if stdout != "" {
-			t.Errorf("stdout should be empty after a failed start, got %q", stdout)
+		if out := parsePerfJSON(t, stdout); out.Interrupted || !strings.Contains(out.Stopped, addr) {
+			t.Errorf("JSON after a failed start: interrupted %v, stopped %q; want a stop naming %s", out.Interrupted, out.Stopped, addr)
 		}
 		if !strings.Contains(stderr, "stopped") || !strings.Contains(stderr, addr) {
 			t.Errorf("stderr does not explain:\n%s", stderr)
@@ -613,8 +615,8 @@ func TestProduceInterrupted(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("Run did not return after the interrupt")
 	}
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstderr: %s", r.code, r.stderr)
+	if r.code != 130 {
+		t.Fatalf("exit %d, want 130 (interrupted)\nstderr: %s", r.code, r.stderr)
 	}
 	if !strings.Contains(r.stderr, "50 records sent, 0 failed (interrupted") {
 		t.Errorf("stderr lacks the summary:\n%s", r.stderr)

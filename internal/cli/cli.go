@@ -23,7 +23,7 @@ const (
 	exitOK          = 0
 	exitFail        = 1   // records failed, the cluster was unreachable, ...
 	exitUsage       = 2   // bad flags or producer settings
-	exitInterrupted = 130 // perf stopped by SIGINT/SIGTERM before the end (128+SIGINT, as shells report it)
+	exitInterrupted = 130 // stopped by SIGINT/SIGTERM before the end (128+SIGINT, as shells report it)
 )
 
 // Version is the kprod version; release builds set it with
@@ -31,16 +31,17 @@ const (
 // Otherwise it comes from the module's build info.
 var Version = ""
 
-// interruptGrace bounds how long delivering what was already read may take
-// after SIGINT/SIGTERM (Flush/Close): the user asked to stop.
+// interruptGrace bounds the whole shutdown after SIGINT/SIGTERM: sending
+// what was already read, then Flush and Close. The user asked to stop.
 var interruptGrace = 10 * time.Second
 
 // Run runs the kprod command line args (without the program name) and
 // returns the exit status: 0 success, 1 failure (records failed, cluster
-// unreachable), 2 bad usage or configuration, 130 perf interrupted.
+// unreachable), 2 bad usage or configuration, 130 interrupted.
 //
 // ctx ending (main cancels it on SIGINT/SIGTERM) stops reading and
-// sending; what was already read is delivered within a bounded time.
+// sending; what was already read is delivered within interruptGrace of
+// that, the producer's close included.
 //
 // produce reads stdin in a goroutine. If ctx ends while that goroutine is
 // blocked in a Read, Run closes stdin when it is an io.Closer and waits
@@ -134,9 +135,11 @@ func usageFail(stderr io.Writer, cmd string, err error) int {
 }
 
 // closeProducer delivers what is buffered and closes p. It waits up to
-// delivery.timeout.ms (by then every record has its outcome), but once
-// ctx ends (SIGINT) only interruptGrace more; then what is left fails with
-// ErrAborted.
+// delivery.timeout.ms (by then every record has its outcome), but no
+// longer than gctx: the run's withGrace(ctx, interruptGrace), made when
+// the run starts, so that after SIGINT the sends of what was read and
+// this close share one grace period instead of getting one each. Then
+// what is left fails with ErrAborted.
 //
 // It flushes before it closes, and after a complete flush gives Close
 // only a moment: every callback has run by then. Close alone can wait for
@@ -144,9 +147,7 @@ func usageFail(stderr io.Writer, cmd string, err error) int {
 // batch as incomplete only after unlocking its deque, so the sender can
 // complete it first and leave a stale entry that Close waits on until its
 // ctx ends); Flush does not, as that batch's done channel is closed.
-func closeProducer(ctx context.Context, p *kprod.Producer, deliveryTimeout time.Duration) error {
-	gctx, cancelGrace := withGrace(ctx, interruptGrace)
-	defer cancelGrace()
+func closeProducer(gctx context.Context, p *kprod.Producer, deliveryTimeout time.Duration) error {
 	cctx, cancel := context.WithTimeout(gctx, deliveryTimeout+5*time.Second)
 	defer cancel()
 	if err := p.Flush(cctx); err != nil {

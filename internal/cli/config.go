@@ -23,11 +23,17 @@ type producerFlags struct {
 	propsFlag  string   // which of the two
 	x          []string // k=v from -X
 	brokers    string
+	brokersDef *flagDef // nil when not registered (tests)
+
+	// embedded: the command runs an embedded cluster when no
+	// bootstrap.servers is given at all (perf), which an explicitly empty
+	// value's error mentions.
+	embedded bool
 }
 
 func (pf *producerFlags) register(fs *flagSet, propsFlag string, multi bool) {
 	pf.propsFlag = propsFlag
-	fs.stringVar(&pf.brokers, []string{"--bootstrap-server", "--brokers", "-b"}, "HOST:PORT[,HOST:PORT...]",
+	pf.brokersDef = fs.stringVar(&pf.brokers, []string{"--bootstrap-server", "--brokers", "-b"}, "HOST:PORT[,HOST:PORT...]",
 		"the brokers to connect to (bootstrap.servers); overrides bootstrap.servers from the other flags")
 	// Kafka 4.2's tools (KIP-1147) call both flags --command-property and
 	// --command-config; the older names stay.
@@ -51,11 +57,20 @@ type configError struct{ err error }
 func (e *configError) Error() string { return e.err.Error() }
 func (e *configError) Unwrap() error { return e.err }
 
+// errEmptyBootstrap is wrapped by the usage error for a bootstrap.servers
+// that was given but is empty ("--bootstrap-server $BROKERS" with BROKERS
+// unset): perf would otherwise quietly run its embedded cluster, and
+// produce would say the flag is missing.
+var errEmptyBootstrap = errors.New("bootstrap.servers is empty")
+
 // build returns the producer Config. defaults are properties applied
-// before everything else (perf's client.id). The bootstrap list may come
-// out empty; the caller decides whether that is an error.
+// before everything else (perf's client.id). The bootstrap list comes out
+// empty only when no flag gave one (the caller decides whether that is an
+// error); an explicitly empty one is a usage error wrapping
+// errEmptyBootstrap.
 func (pf *producerFlags) build(defaults map[string]string) (kprod.Config, error) {
 	cfg := kprod.DefaultConfig()
+	emptyFrom := "" // who set bootstrap.servers to nothing, if that setting stands
 	set := func(source, name, value string) error {
 		if err := cfg.Set(name, value); err != nil {
 			if source == "" {
@@ -64,6 +79,14 @@ func (pf *producerFlags) build(defaults map[string]string) (kprod.Config, error)
 			return &configError{fmt.Errorf("%s: %w", source, err)}
 		}
 		return nil
+	}
+	noteBootstrap := func(name, from string) {
+		if strings.TrimSpace(name) == "bootstrap.servers" {
+			emptyFrom = ""
+			if len(cfg.BootstrapServers) == 0 {
+				emptyFrom = from
+			}
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(defaults)) {
 		if err := set("", k, defaults[k]); err != nil {
@@ -79,6 +102,7 @@ func (pf *producerFlags) build(defaults map[string]string) (kprod.Config, error)
 			if err := set(pf.configFile, k, props[k]); err != nil {
 				return cfg, err
 			}
+			noteBootstrap(k, "bootstrap.servers in "+pf.configFile)
 		}
 	}
 	for _, group := range []struct {
@@ -93,12 +117,26 @@ func (pf *producerFlags) build(defaults map[string]string) (kprod.Config, error)
 			if err := set("", k, v); err != nil {
 				return cfg, err
 			}
+			noteBootstrap(k, strings.TrimSpace(group.flag+" bootstrap.servers"))
 		}
 	}
-	if strings.TrimSpace(pf.brokers) != "" {
+	if pf.brokers != "" || pf.brokersDef != nil && pf.brokersDef.wasSet {
 		if err := set("", "bootstrap.servers", pf.brokers); err != nil {
 			return cfg, err
 		}
+		flag := "--bootstrap-server"
+		if pf.brokersDef != nil && pf.brokersDef.usedAs != "" {
+			flag = pf.brokersDef.usedAs
+		}
+		noteBootstrap("bootstrap.servers", flag)
+	}
+	if emptyFrom != "" {
+		hint := ""
+		if pf.embedded {
+			hint = ", or leave it out to run against an embedded in-process cluster"
+		}
+		return cfg, &usageError{err: errEmptyBootstrap,
+			msg: fmt.Sprintf("%s is empty: give the brokers as HOST:PORT[,HOST:PORT...]%s", emptyFrom, hint)}
 	}
 	return cfg, nil
 }

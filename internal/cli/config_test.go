@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -78,5 +81,64 @@ func TestCommandPropertyAliases(t *testing.T) {
 		if len(pf.props) != 1 || pf.props[0] != "acks=1" || pf.configFile != "/nonexistent.properties" {
 			t.Errorf("multi %v: props %q, config file %q", multi, pf.props, pf.configFile)
 		}
+	}
+}
+
+// TestEmptyBootstrapIsUsageError: an explicitly given but empty
+// bootstrap list ("--bootstrap-server $BROKERS" with BROKERS unset) made
+// perf run its embedded cluster, saying "no --bootstrap-server given".
+func TestEmptyBootstrapIsUsageError(t *testing.T) {
+	dir := t.TempDir()
+	emptyFile := filepath.Join(dir, "empty.properties")
+	if err := os.WriteFile(emptyFile, []byte("bootstrap.servers=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bootstrap-server", ""}, "--bootstrap-server is empty"},
+		{[]string{"--brokers="}, "--brokers is empty"},
+		{[]string{"-b", " "}, "-b is empty"},
+		{[]string{"-X", "bootstrap.servers="}, "-X bootstrap.servers is empty"},
+		{[]string{"--producer.config", emptyFile}, "bootstrap.servers in " + emptyFile + " is empty"},
+		// The flag overrides the others, an empty one too.
+		{[]string{"-X", "bootstrap.servers=127.0.0.1:1", "--bootstrap-server="}, "--bootstrap-server is empty"},
+	} {
+		for _, cmd := range []string{"perf", "produce"} {
+			args := append([]string{cmd, "--topic", "t", "--num-records", "1"}, tc.args...)
+			if cmd == "produce" {
+				args = append([]string{cmd, "--topic", "t"}, tc.args...)
+			}
+			var stdout, stderr strings.Builder
+			code := Run(context.Background(), args, strings.NewReader("x\n"), &stdout, &stderr)
+			if code != exitUsage {
+				t.Errorf("%q: exit %d, want %d\nstderr: %s", args, code, exitUsage, stderr.String())
+				continue
+			}
+			for _, w := range []string{tc.want, "give the brokers as HOST:PORT"} {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("%q: stderr lacks %q:\n%s", args, w, stderr.String())
+				}
+			}
+			if hint := "leave it out to run against an embedded"; strings.Contains(stderr.String(), hint) != (cmd == "perf") {
+				t.Errorf("%q: the embedded-cluster hint belongs to perf only:\n%s", args, stderr.String())
+			}
+		}
+	}
+
+	pf := producerFlags{propsFlag: "--producer-props", props: []string{"bootstrap.servers= "}}
+	var ue *usageError
+	if _, err := pf.build(nil); !errors.Is(err, errEmptyBootstrap) || !errors.As(err, &ue) {
+		t.Errorf("build: %v (%T), want a *usageError wrapping errEmptyBootstrap", err, err)
+	}
+	// An empty value that a later flag overrides is no mistake, and no
+	// value at all is for the command to judge.
+	pf = producerFlags{propsFlag: "--producer-props", props: []string{"bootstrap.servers="}, x: []string{"bootstrap.servers=b:9092"}}
+	if cfg, err := pf.build(nil); err != nil || len(cfg.BootstrapServers) != 1 {
+		t.Errorf("overridden empty value: %v, %q", err, cfg.BootstrapServers)
+	}
+	if cfg, err := (&producerFlags{}).build(nil); err != nil || len(cfg.BootstrapServers) != 0 {
+		t.Errorf("no value: %v, %q", err, cfg.BootstrapServers)
 	}
 }

@@ -188,6 +188,13 @@ func (f *failures) summary() string {
 	return strings.Join(parts, ", ")
 }
 
+// onlyIs reports whether the one failure counted has the message msg.
+func (f *failures) onlyIs(msg string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.total == 1 && len(f.first) == 1 && f.first[0] == msg
+}
+
 // printFirst writes the first errors kept, one a line.
 func (f *failures) printFirst(w io.Writer, prefix string) {
 	f.mu.Lock()

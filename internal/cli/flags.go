@@ -32,6 +32,7 @@ type flagDef struct {
 	kind    flagKind
 	set     func(value string) error // called once per value
 	wasSet  bool
+	usedAs  string // the name it was last given by ("--brokers")
 }
 
 // flagSet holds the flags of one command.
@@ -39,7 +40,8 @@ type flagSet struct {
 	cmd   string // "perf", for messages
 	flags []*flagDef
 	byKey map[string]*flagDef
-	help  bool // -h / --help was given
+	help  bool              // -h / --help was given
+	hints map[string]string // unknown flag name -> what to say about it
 }
 
 func newFlagSet(cmd string) *flagSet {
@@ -116,10 +118,15 @@ func (fs *flagSet) listVar(p *[]string, names []string, metavar, help string, mu
 	return fs.add(d)
 }
 
-// usageError is a mistake on the command line: exit status 2.
-type usageError struct{ msg string }
+// usageError is a mistake on the command line: exit status 2. err, if
+// set, is a sentinel it wraps for errors.Is.
+type usageError struct {
+	msg string
+	err error
+}
 
 func (e *usageError) Error() string { return e.msg }
+func (e *usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
@@ -157,7 +164,7 @@ func (fs *flagSet) parse(args []string) ([]string, error) {
 		if d == nil {
 			return nil, fs.unknown(name)
 		}
-		d.wasSet = true
+		d.wasSet, d.usedAs = true, name
 		switch {
 		case d.kind == flagBool:
 			if !hasValue {
@@ -197,7 +204,19 @@ func flagName(s string) string {
 	return n
 }
 
+// unknownHint sets the error for a flag the command does not have but
+// users bring from another tool.
+func (fs *flagSet) unknownHint(name, msg string) {
+	if fs.hints == nil {
+		fs.hints = map[string]string{}
+	}
+	fs.hints[name] = msg
+}
+
 func (fs *flagSet) unknown(name string) error {
+	if h := fs.hints[name]; h != "" {
+		return usagef("unknown flag %s: %s", name, h)
+	}
 	best, bestDist := "", 4
 	for k := range fs.byKey {
 		if d := editDistance(strings.TrimLeft(name, "-"), strings.TrimLeft(k, "-")); d < bestDist {

@@ -25,7 +25,9 @@ const perfDescription = `Measure the producer's throughput and latency, like Kaf
 	`Every 5 seconds it prints the records acknowledged in the window; at the end a summary ` +
 	`with latency percentiles over every record (Send to callback). ` +
 	`Without --bootstrap-server (or bootstrap.servers in the other flags) it starts an ` +
-	`embedded 3-broker in-process cluster (kfake) with the topic, so "kprod perf" alone runs a benchmark.`
+	`embedded 3-broker in-process cluster (kfake) with the topic, so "kprod perf" alone runs a benchmark. ` +
+	`SIGINT/SIGTERM ends the run early (exit status 130) after delivering what was sent, for at most 10s; ` +
+	`a second signal exits at once.`
 
 type perfCmd struct {
 	topic            string
@@ -64,9 +66,11 @@ func newPerfCmd() *perfCmd {
 	fs.floatVar(&c.throughput, []string{"--throughput"}, "THROUGHPUT",
 		"throttle to approximately THROUGHPUT messages/sec; -1 disables throttling")
 	c.pf.register(fs, "--producer-props", true)
+	c.pf.embedded = true
 	fs.intVar(&c.warmup, []string{"--warmup-records"}, "WARMUP-RECORDS",
 		"the number of first records to treat as warmup: they are left out of an extra steady-state summary line printed after the complete test summary")
-	fs.boolVar(&c.json, []string{"--json"}, "print the results as one JSON object on stdout, and nothing else there (periodic lines go to stderr)")
+	fs.boolVar(&c.json, []string{"--json"}, "print the results as one JSON object on stdout, and nothing else there (periodic lines go to stderr), "+
+		`also when the run stopped early: "interrupted" is true after SIGINT/SIGTERM, "stopped" says the error that stopped the run (absent when none did)`)
 	fs.boolVar(&c.printMetrics, []string{"--print-metrics"},
 		"print the producer's metrics (Java's names: record-send-rate, request-latency-avg, ...) and the tool's own counts at the end of the test (on stderr with --json)")
 	fs.intVar(&c.reportingMs, []string{"--reporting-interval"}, "MS",
@@ -166,22 +170,33 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 	if c.json {
 		out = stderr
 	}
+	// The whole shutdown after SIGINT (delivering what was sent, closing)
+	// gets interruptGrace from the signal on.
+	gctx, cancelGrace := withGrace(ctx, interruptGrace)
+	defer cancelGrace()
+	r := &perfRun{maxBlock: cfg.MaxBlock}
+	// InitTransactions comes before the clocks start, as Java's tool calls
+	// initTransactions() before it takes startMs: its time is setup, not
+	// throughput, and the throttle must not catch up on it with a burst.
+	ready := c.txn.init(ctx, p, r)
 	start := time.Now()
-	r := &perfRun{total: newStats(start), maxBlock: cfg.MaxBlock}
+	r.total = newStats(start)
 	r.lastAck.mark() // the stall clock starts with the run
 	rep := startReporter(r, c.numRecords, time.Duration(c.reportingMs)*time.Millisecond, out, stderr)
-	interrupted := c.produce(ctx, p, r, newPayloadGen(c, payloads))
-	closeErr := closeProducer(ctx, p, cfg.DeliveryTimeout)
+	interrupted := ctx.Err() != nil
+	if ready {
+		interrupted = c.produce(ctx, p, r, newPayloadGen(c, payloads), start)
+	}
+	closeErr := closeProducer(gctx, p, cfg.DeliveryTimeout)
 	end := time.Now()
 	r.metrics = p.Metrics()
 	rep.stop()
 
 	stopped := r.fatal.Load()
+	stopReason := ""
 	if stopped != nil {
+		stopReason = (*stopped).Error()
 		fmt.Fprintf(stderr, "kprod perf: stopped after %d of %d records: %v\n", r.sent.Load(), c.numRecords, *stopped)
-		if r.sent.Load() <= 1 {
-			return exitFail // nothing to report: the first record showed the cluster unusable
-		}
 	}
 	if closeErr != nil {
 		fmt.Fprintf(stderr, "kprod perf: %v\n", closeErr)
@@ -190,8 +205,13 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "kprod perf: interrupted after %d of %d records\n", r.sent.Load(), c.numRecords)
 	}
 	// What was sent before a stop is reported too, as ProducerPerformance
-	// reports its totals.
-	c.report(stdout, stderr, r, end, embedded, interrupted || stopped != nil)
+	// reports its totals. When the first record (or InitTransactions)
+	// stopped the run, the text summary would hold nothing but zeros; the
+	// JSON object is printed all the same: a script reads the outcome,
+	// "stopped" included, from it.
+	if stopped == nil || r.sent.Load() > 1 || c.json {
+		c.report(stdout, stderr, r, end, embedded, interrupted, stopReason)
+	}
 	if stopped != nil {
 		return exitFail
 	}
@@ -239,8 +259,11 @@ func (c *perfCmd) check() error {
 	return nil
 }
 
-// readPayloads reads --payload-file as Java does: split on the delimiter,
-// empty pieces dropped.
+// readPayloads reads --payload-file: split on the delimiter, every empty
+// piece dropped. Java's tool drops only the trailing ones (String.split
+// keeps the leading and middle ones, and the tool sends them as empty
+// records); kprod drops them all, as an empty payload is most likely a
+// doubled delimiter, not a record meant to be sent.
 func (c *perfCmd) readPayloads(stderr io.Writer) ([][]byte, error) {
 	if c.payloadFile == "" {
 		return nil, nil
@@ -268,19 +291,16 @@ func (c *perfCmd) readPayloads(stderr io.Writer) ([][]byte, error) {
 	return out, nil
 }
 
-// produce sends the records, throttled, and reports whether ctx ended it.
-func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, gen *payloadGen) (interrupted bool) {
-	var first chan error
+// produce sends the records, throttled from start, and reports whether
+// ctx ended it. InitTransactions, if any, has been called.
+func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, gen *payloadGen, start time.Time) (interrupted bool) {
+	var first chan struct{}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
-	start := time.Now()
-	if !c.txn.init(ctx, p, r) {
-		return ctx.Err() != nil
-	}
 	for i := int64(0); i < c.numRecords; i++ {
 		if ctx.Err() != nil {
 			return true
@@ -295,16 +315,17 @@ func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, ge
 		}
 		steady := r.steady
 		size := len(value)
-		var firstCh chan error
+		var firstCh chan struct{}
 		if i == 0 {
-			first = make(chan error, 1)
+			first = make(chan struct{}, 1)
 			firstCh = first
 		}
 		sendStart := time.Now()
 		r.sent.Add(1)
 		p.Send(ctx, rec, func(_ *kprod.Record, err error) {
 			if firstCh != nil {
-				firstCh <- err
+				// Once the outcome is counted: the loop reads r.fatal then.
+				defer func() { firstCh <- struct{}{} }()
 			}
 			if err != nil {
 				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -326,11 +347,13 @@ func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, ge
 		})
 		if i == 0 {
 			// Fail fast: an unreachable cluster or unknown topic shows
-			// on the first record; do not queue a million behind it.
+			// on the first record; do not queue a million behind it. An
+			// error of that record alone (ErrRecordTooLarge for a long
+			// --payload-file piece) counts as it would for any other
+			// record: stopsTheRun, in the callback, tells them apart.
 			select {
-			case err := <-first:
-				if err != nil && ctx.Err() == nil {
-					r.fatal.CompareAndSwap(nil, &err)
+			case <-first:
+				if r.fatal.Load() != nil {
 					return false
 				}
 			case <-ctx.Done():
@@ -362,7 +385,9 @@ func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, ge
 	return false
 }
 
-func (c *perfCmd) report(stdout, stderr io.Writer, r *perfRun, end time.Time, embedded, interrupted bool) {
+// report prints the results. interrupted means a signal ended the run;
+// stopped is the error that did, if one did.
+func (c *perfCmd) report(stdout, stderr io.Writer, r *perfRun, end time.Time, embedded, interrupted bool, stopped string) {
 	total := r.total.result(end)
 	var steady *result
 	if r.steady != nil {
@@ -371,11 +396,14 @@ func (c *perfCmd) report(stdout, stderr io.Writer, r *perfRun, end time.Time, em
 	}
 	errs := r.fails.snapshot()
 	failed := r.fails.count()
-	r.fails.printFirst(stderr, "kprod perf: ")
+	if stopped == "" || !r.fails.onlyIs(stopped) {
+		// (The "stopped after" line showed the one error already.)
+		r.fails.printFirst(stderr, "kprod perf: ")
+	}
 	if c.json {
 		out := perfJSON{
 			result: total, Topic: c.topic, Sent: r.sent.Load(), Failed: failed, Errors: errs,
-			Embedded: embedded, Interrupted: interrupted, WarmupRecords: c.warmup, SteadyState: steady,
+			Embedded: embedded, Interrupted: interrupted, Stopped: stopped, WarmupRecords: c.warmup, SteadyState: steady,
 		}
 		enc := json.NewEncoder(stdout)
 		_ = enc.Encode(out)
@@ -400,6 +428,10 @@ func (c *perfCmd) report(stdout, stderr io.Writer, r *perfRun, end time.Time, em
 // perfJSON is the --json output. Field names are stable: scripts depend
 // on them. The top-level numbers cover every acknowledged record, as Java's
 // first summary line; steady_state leaves out --warmup-records.
+// interrupted is true when SIGINT/SIGTERM ended the run, and only then;
+// stopped is the message of the error that stopped it (an unknown topic,
+// a failed commit, ...), absent when none did. The object is printed even
+// when the first record stopped the run.
 type perfJSON struct {
 	result
 	Topic         string           `json:"topic"`
@@ -408,6 +440,7 @@ type perfJSON struct {
 	Errors        map[string]int64 `json:"errors"`
 	Embedded      bool             `json:"embedded"`
 	Interrupted   bool             `json:"interrupted"`
+	Stopped       string           `json:"stopped,omitempty"`
 	WarmupRecords int64            `json:"warmup_records"`
 	SteadyState   *result          `json:"steady_state,omitempty"`
 }

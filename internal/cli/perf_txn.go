@@ -61,12 +61,16 @@ func (t *perfTxn) fail(r *perfRun, err error) bool {
 	return false
 }
 
-// init calls InitTransactions; false stops the run.
+// init calls InitTransactions; false stops the run (r.fatal says why,
+// unless ctx ended).
 func (t *perfTxn) init(ctx context.Context, p *kprod.Producer, r *perfRun) bool {
 	if t.dur == 0 {
 		return true
 	}
 	if err := p.InitTransactions(ctx); err != nil {
+		if ctx.Err() != nil {
+			return false // interrupted, not stopped by an error
+		}
 		return t.fail(r, err)
 	}
 	return true

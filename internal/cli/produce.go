@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -19,8 +20,10 @@ const produceDescription = `Send records read from stdin, one per line (or per -
 	`(parse.key=true); a line without the delimiter fails. Records are sent asynchronously: ` +
 	`memory is bounded by buffer.memory, and a record longer than max.request.size fails alone. ` +
 	`At the end (EOF, or SIGINT/SIGTERM: then reading stops and what was read is still delivered, ` +
-	`for at most 10s) it prints "N records sent, M failed" on stderr, with the first errors; ` +
-	`the exit status is 1 if any record failed, 2 for bad flags or settings.`
+	`for at most 10s in all, closing included; a second signal exits at once) it prints "N records sent, M failed" on stderr ` +
+	`(followed by ", K not sent" when an error that would fail every record stopped the run with ` +
+	`records read but not yet sent), with the first errors; ` +
+	`the exit status is 1 if any record failed or was not sent, else 130 after SIGINT/SIGTERM; 2 for bad flags or settings.`
 
 type produceCmd struct {
 	topic        string
@@ -50,6 +53,12 @@ func newProduceCmd() *produceCmd {
 	c.partitionDef = fs.intVar(&c.partition, []string{"--partition"}, "N",
 		"send every record to partition N instead of letting the partitioner choose")
 	c.partitionDef.def = ""
+	// kafka-console-producer takes parse.key=true and key.separator with
+	// --property (Kafka 4.2: --reader-property).
+	for _, name := range []string{"--property", "--reader-property"} {
+		fs.unknownHint(name, "kprod produce has no "+name+": for parse.key=true key.separator=SEP give --key-delimiter SEP; "+
+			"producer properties go in --producer-property or -X")
+	}
 	c.fs = fs
 	return c
 }
@@ -134,7 +143,7 @@ func (c *produceCmd) run(ctx context.Context, args []string, stdin io.Reader, st
 	}
 	cfg, err := c.pf.build(nil)
 	if err != nil {
-		return usageFail(stderr, "produce", err)
+		return usageFail(stderr, "produce", readerPropertyHint(err))
 	}
 	if len(cfg.BootstrapServers) == 0 {
 		return usageFail(stderr, "produce", usagef("--bootstrap-server is required (or bootstrap.servers in --producer.config or -X)"))
@@ -199,9 +208,10 @@ func (c *produceCmd) run(ctx context.Context, args []string, stdin io.Reader, st
 	}
 
 	// Sends after SIGINT still get interruptGrace: a line that was read
-	// is delivered even if Send has to wait for buffer memory.
-	sctx, cancelSends := withGrace(ctx, interruptGrace)
-	defer cancelSends()
+	// is delivered even if Send has to wait for buffer memory. The close
+	// gets what is left of the same grace, not one of its own.
+	gctx, cancelGrace := withGrace(ctx, interruptGrace)
+	defer cancelGrace()
 	var readErr error
 	interrupted := false
 loop:
@@ -218,33 +228,51 @@ loop:
 				readErr = l.err
 				break loop
 			}
-			send(sctx, l)
+			send(gctx, l)
 			if r.fatal.Load() != nil {
 				break loop
 			}
 		}
 	}
 
-	if interrupted {
-		// Deliver what was read: the lines already taken from stdin,
-		// including complete lines still in the reader's buffer.
-		rr.drainRead(func(l inLine) { send(sctx, l) })
+	// The records already taken from stdin: those in the channel and the
+	// complete lines still in the reader's buffer. After an interrupt they
+	// are delivered. Once an error stopped the run they would fail as the
+	// one before did, each after max.block.ms: they are counted as not
+	// sent, so that the totals add up to what was read.
+	var notSent int64
+	if interrupted || r.fatal.Load() != nil {
+		rr.drainRead(func(l inLine) {
+			if r.fatal.Load() != nil {
+				notSent++
+				return
+			}
+			send(gctx, l)
+		})
 	} else {
 		rr.abandon()
 	}
 
-	closeErr := closeProducer(ctx, p, cfg.DeliveryTimeout)
+	closeErr := closeProducer(gctx, p, cfg.DeliveryTimeout)
 	if closeErr != nil {
 		fmt.Fprintf(stderr, "kprod produce: %v\n", closeErr)
 	}
 	failed := r.fails.count()
+	counts := fmt.Sprintf("%d records sent, %d failed", r.acked.Load(), failed)
+	if notSent > 0 {
+		counts += fmt.Sprintf(", %d not sent", notSent)
+	}
 	note := ""
 	if interrupted {
 		note = " (interrupted: stopped reading stdin)"
 	}
-	fmt.Fprintf(stderr, "%d records sent, %d failed%s\n", r.acked.Load(), failed, note)
+	fmt.Fprintf(stderr, "%s%s\n", counts, note)
 	if r.fatal.Load() != nil {
-		fmt.Fprintln(stderr, "kprod produce: stopped reading stdin: every further record would wait max.block.ms and fail the same way (the error is below)")
+		more := ""
+		if notSent > 0 {
+			more = fmt.Sprintf("; %d records already read were not sent", notSent)
+		}
+		fmt.Fprintf(stderr, "kprod produce: stopped reading stdin: every further record would wait max.block.ms and fail the same way (the error is below)%s\n", more)
 	}
 	if readErr != nil {
 		fmt.Fprintf(stderr, "kprod produce: reading stdin: %v\n", readErr)
@@ -253,11 +281,39 @@ loop:
 		fmt.Fprintf(stderr, "errors by type: %s\n", r.fails.summary())
 		r.fails.printFirst(stderr, "")
 	}
-	if failed > 0 || readErr != nil || r.fatal.Load() != nil {
+	switch {
+	case failed > 0 || readErr != nil || r.fatal.Load() != nil:
 		return exitFail
+	case interrupted:
+		// As perf: the input was not read to its end.
+		return exitInterrupted
 	}
 	return exitOK
 }
+
+// readerPropertyHint points a console-producer reader property given as
+// a producer property (--producer-property parse.key=true, as
+// kafka-console-producer's --property takes it) to the flag that does
+// its job here.
+func readerPropertyHint(err error) error {
+	var ce *kprod.ConfigError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	if hint := readerProperties[ce.Property]; hint != "" {
+		return &configError{fmt.Errorf("%w; %s is a console producer reader property, not a producer one: %s", err, ce.Property, hint)}
+	}
+	return err
+}
+
+// readerProperties are kafka-console-producer's reader properties (its
+// --property / --reader-property) that kprod produce has as flags.
+var readerProperties = map[string]string{
+	"parse.key":     keyDelimiterHint,
+	"key.separator": keyDelimiterHint,
+}
+
+const keyDelimiterHint = "give --key-delimiter SEP instead (it is parse.key=true key.separator=SEP)"
 
 func parseHeaders(hs []string) ([]kprod.Header, error) {
 	var out []kprod.Header

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestPerfFirstRecordTooLargeDoesNotStop: perf stopped the whole run when
+// the first record failed for any reason, even one of that record alone
+// (ErrRecordTooLarge for a long --payload-file piece).
+func TestPerfFirstRecordTooLargeDoesNotStop(t *testing.T) {
+	c := newTestCluster(t, 1, "t")
+	file := filepath.Join(t.TempDir(), "payloads")
+	if err := os.WriteFile(file, []byte(strings.Repeat("x", 5000)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	code, stdout, stderr := runCLI(context.Background(), nil, "perf", "-b", c.ListenAddrs()[0], "--topic", "t",
+		"--num-records", "5", "--payload-file", file, "-X", "max.request.size=1000", "--json")
+	if code != exitFail {
+		t.Errorf("exit %d, want %d (records failed)\nstderr: %s", code, exitFail, stderr)
+	}
+	if strings.Contains(stderr, "stopped after") {
+		t.Errorf("a record-only error stopped the run:\n%s", stderr)
+	}
+	r, _ := decodePerfJSON(t, stdout)
+	if r.Sent != n || r.Failed != n || r.Errors["ErrRecordTooLarge"] != n || r.Stopped != "" {
+		t.Errorf("sent %d, failed %d, errors %v, stopped %q; want every record sent and failed as too large, the run not stopped",
+			r.Sent, r.Failed, r.Errors, r.Stopped)
+	}
+}
+
+// TestPerfJSONWhenFirstRecordStops: perf --json printed nothing on stdout
+// when the first record stopped the run (here an unknown topic).
+func TestPerfJSONWhenFirstRecordStops(t *testing.T) {
+	c := newTestCluster(t, 1, "exists")
+	code, stdout, stderr := runCLI(context.Background(), nil, "perf", "-b", c.ListenAddrs()[0],
+		"--topic", "does-not-exist", "--num-records", "1000000", "-X", "max.block.ms=300", "--json")
+	if code != exitFail {
+		t.Errorf("exit %d, want %d\nstderr: %s", code, exitFail, stderr)
+	}
+	r, raw := decodePerfJSON(t, stdout)
+	if !strings.Contains(r.Stopped, "unknown topic") || r.Interrupted || r.Records != 0 || r.Sent != 1 {
+		t.Errorf("stopped %q, interrupted %v, records %d, sent %d; want the unknown topic as the stop reason, not interrupted",
+			r.Stopped, r.Interrupted, r.Records, r.Sent)
+	}
+	if _, ok := raw["interrupted"]; !ok {
+		t.Errorf("the JSON output lost the interrupted field:\n%s", stdout)
+	}
+}
+
+// TestPerfStoppedIsNotInterrupted: perf --json reported "interrupted":
+// true when an error, not a signal, stopped the run (here a commit the
+// broker refused after records were sent).
+func TestPerfStoppedIsNotInterrupted(t *testing.T) {
+	c := newTestCluster(t, 1, "t")
+	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		resp := kreq.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = 90 // PRODUCER_FENCED
+		return resp, nil, true
+	})
+	code, stdout, stderr := runCLI(context.Background(), nil, "perf", "-b", c.ListenAddrs()[0], "--topic", "t",
+		"--num-records", "1000000", "--throughput", "2000", "--transaction-duration-ms", "100", "--json")
+	if code != exitFail {
+		t.Errorf("exit %d, want %d\nstderr: %s", code, exitFail, stderr)
+	}
+	r, _ := decodePerfJSON(t, stdout)
+	if r.Interrupted || !strings.Contains(r.Stopped, "commit") || r.Sent < 2 {
+		t.Errorf("interrupted %v, stopped %q, sent %d; want not interrupted, stopped by the commit, after records were sent\nstderr: %s",
+			r.Interrupted, r.Stopped, r.Sent, stderr)
+	}
+	// Without a stop, the field is absent.
+	code, stdout, stderr = runCLI(context.Background(), nil, "perf", "-b", c.ListenAddrs()[0], "--topic", "t",
+		"--num-records", "10", "--json")
+	if _, raw := decodePerfJSON(t, stdout); code != exitOK || raw["stopped"] != nil {
+		t.Errorf("exit %d, stopped %s in a complete run\nstderr: %s", code, raw["stopped"], stderr)
+	}
+}
+
+// TestPerfClockStartsAfterInitTransactions: with --transactional-id, the
+// stats clock and the throttle started before InitTransactions, so its
+// time lowered records/sec and the throttle then sent a burst. Java's
+// ProducerPerformance calls initTransactions() before it takes startMs.
+func TestPerfClockStartsAfterInitTransactions(t *testing.T) {
+	const initDelay = time.Second
+	c := newTestCluster(t, 1, "t")
+	var delayed atomic.Bool
+	c.ControlKey(int16(kmsg.InitProducerID), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		if kreq.(*kmsg.InitProducerIDRequest).TransactionalID != nil && delayed.CompareAndSwap(false, true) {
+			time.Sleep(initDelay)
+		}
+		return nil, nil, false // the cluster answers as usual
+	})
+	// 50 records at 100/s take 0.49 s once the clock starts.
+	code, stdout, stderr := runCLI(context.Background(), nil, "perf", "-b", c.ListenAddrs()[0], "--topic", "t",
+		"--num-records", "50", "--throughput", "100", "--transactional-id", "perf-clock", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstderr: %s", code, stderr)
+	}
+	if !delayed.Load() {
+		t.Fatal("InitTransactions sent no InitProducerID with the transactional id")
+	}
+	r, _ := decodePerfJSON(t, stdout)
+	if r.Records != 50 || r.ElapsedSec < 0.4 || r.ElapsedSec >= 0.4+initDelay.Seconds()/2 {
+		t.Errorf("%d records in %vs, want 50 throttled over about 0.5s, InitTransactions' %v left out",
+			r.Records, r.ElapsedSec, initDelay)
+	}
+}

@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kprod/kprod"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestProduceInterruptedExits130: produce exited 0 after SIGINT although
+// it had stopped reading stdin early; perf exits 130.
+func TestProduceInterruptedExits130(t *testing.T) {
+	c := newTestCluster(t, 1, "t")
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		code   int
+		stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, _, stderr := runCLI(ctx, pr, "produce", "-b", c.ListenAddrs()[0], "-t", "t")
+		done <- result{code, stderr}
+	}()
+	for i := range 5 {
+		if _, err := fmt.Fprintf(pw, "v%d\n", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	cancel() // what main does on SIGINT/SIGTERM
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return after the interrupt")
+	}
+	if r.code != exitInterrupted {
+		t.Errorf("exit %d, want %d (interrupted)\nstderr: %s", r.code, exitInterrupted, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "5 records sent, 0 failed (interrupted: stopped reading stdin)") {
+		t.Errorf("stderr lacks the summary with the note:\n%s", r.stderr)
+	}
+}
+
+var summaryRE = regexp.MustCompile(`(\d+) records sent, (\d+) failed(?:, (\d+) not sent)?`)
+
+// TestProduceCountsLinesReadAfterStop: after a run-stopping error (unknown
+// topic), the lines already read (channel + reader buffer) were dropped
+// uncounted: "0 records sent, 1 failed" for 5 lines.
+func TestProduceCountsLinesReadAfterStop(t *testing.T) {
+	c := newTestCluster(t, 1, "exists")
+	const n = 5
+	code, _, stderr := runCLI(context.Background(), strings.NewReader(strings.Repeat("line\n", n)), "produce",
+		"-b", c.ListenAddrs()[0], "-t", "does-not-exist", "-X", "max.block.ms=300")
+	if code != exitFail {
+		t.Errorf("exit %d, want %d\nstderr: %s", code, exitFail, stderr)
+	}
+	m := summaryRE.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no summary line:\n%s", stderr)
+	}
+	sum := 0
+	for _, s := range m[1:] {
+		k, _ := strconv.Atoi(s) // "" for an absent count: 0
+		sum += k
+	}
+	if sum != n || m[3] == "" {
+		t.Errorf("summary %q adds up to %d, want the %d lines read, some not sent\n%s", m[0], sum, n, stderr)
+	}
+	if want := m[3] + " records already read were not sent"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+}
+
+// TestProduceShutdownWithinGrace: after SIGINT, sends blocked on a full
+// buffer got interruptGrace, then closeProducer started a grace of its
+// own: twice the documented bound (about 22 s for 10 s).
+func TestProduceShutdownWithinGrace(t *testing.T) {
+	const grace = 1500 * time.Millisecond
+	withTestGrace(t, grace)
+	c := newTestCluster(t, 1, "t")
+	// The broker takes produce requests and never answers them: the
+	// records stay buffered, and the buffer fills.
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return nil, nil, true
+	})
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := runCLI(ctx, pr, "produce", "-b", c.ListenAddrs()[0], "-t", "t",
+			"-X", "buffer.memory=65536", "-X", "batch.size=16384", "-X", "max.block.ms=60000")
+		done <- code
+	}()
+	line := strings.Repeat("x", 1000) + "\n"
+	blocked := make(chan struct{})
+	go func() {
+		// Write until produce stops taking lines: its Send waits for
+		// buffer memory.
+		for {
+			w := make(chan error, 1)
+			go func() { _, err := io.WriteString(pw, line); w <- err }()
+			select {
+			case err := <-w:
+				if err != nil {
+					return
+				}
+			case <-time.After(500 * time.Millisecond):
+				close(blocked)
+				<-w
+				return
+			}
+		}
+	}()
+	select {
+	case <-blocked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("produce never blocked on the full buffer")
+	}
+	start := time.Now()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(4 * grace):
+		t.Fatalf("Run did not return within %v of the interrupt", 4*grace)
+	}
+	// The grace, plus a moment to abort and close.
+	el := time.Since(start)
+	t.Logf("shutdown took %v", el)
+	if el > grace+grace/2 {
+		t.Errorf("the shutdown took %v after the interrupt, want at most the grace, %v (and a moment)", el, grace)
+	}
+}
+
+// TestProduceReaderPropertyHint: kafka-console-producer's way to read
+// keys (--property parse.key=true, or as a producer property) must point
+// to --key-delimiter.
+func TestProduceReaderPropertyHint(t *testing.T) {
+	for _, args := range [][]string{
+		{"--producer-property", "parse.key=true"},
+		{"-X", "key.separator=:"},
+		{"--property", "parse.key=true"},
+		{"--reader-property", "parse.key=true"},
+	} {
+		code, _, stderr := runCLI(context.Background(), nil,
+			append([]string{"produce", "-b", "127.0.0.1:9092", "-t", "t"}, args...)...)
+		if code != exitUsage || !strings.Contains(stderr, "--key-delimiter SEP") {
+			t.Errorf("%q: exit %d, stderr does not point to --key-delimiter:\n%s", args, code, stderr)
+		}
+	}
+	var ce *kprod.ConfigError
+	pf := producerFlags{x: []string{"parse.key=true"}}
+	_, err := pf.build(nil)
+	if err = readerPropertyHint(err); !errors.As(err, &ce) || ce.Property != "parse.key" {
+		t.Errorf("the hint hides the *kprod.ConfigError: %v", err)
+	}
+}
