@@ -4,14 +4,36 @@
 //
 //	reg.MustRegister(kprom.NewCollector(p, "orders"))
 //
-// Every metric of kprod.Metrics is exported as a gauge named
-// kprod_producer_<java name with _ for ->, with a "producer" label; the
-// per-topic ones also carry a "topic" label. Totals are gauges too, as they
-// come from a snapshot (use rate() on the *_total ones).
+// Every metric of kprod.Metrics is exported, under the Java producer's name
+// with "-" (and any other character invalid in a Prometheus name) turned
+// into "_":
+//
+//   - producer-level metrics (Java's producer-metrics group) as
+//     kprod_producer_<name>{producer="<name given to NewCollector>"}, e.g.
+//     kprod_producer_record_send_total, kprod_producer_request_latency_avg
+//     (see MetricName);
+//   - per-topic metrics (Java's producer-topic-metrics group) as
+//     kprod_producer_topic_<name>{producer="...",topic="<topic>"}, e.g.
+//     kprod_producer_topic_record_send_total (see TopicMetricName), in
+//     families of their own, so that sum() over a producer-level family
+//     does not count the topics twice.
+//
+// Metrics whose Java name ends in "-total" (record-send-total, byte-total,
+// request-total, record-retry-total, record-error-total, batch-split-total,
+// bufferpool-wait-time-ns-total) are counters; all others (rates,
+// averages, maxima, requests-in-flight, buffer sizes) are gauges.
+//
+// The collector is a checked one: it describes its fixed set of metrics,
+// so registering it twice, or two collectors with the same producer name,
+// fails with prometheus.AlreadyRegisteredError. Label values that are not
+// valid UTF-8 (a producer or topic name) have the invalid bytes replaced
+// with U+FFFD; should two topics then share a label value, only the first
+// of them in sorted order is exported.
 package kprom
 
 import (
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/kprod/kprod"
@@ -23,44 +45,144 @@ type Source interface {
 	Metrics() kprod.Metrics
 }
 
+// metricDesc is one exported family: its Java name, its Desc and its type.
+type metricDesc struct {
+	java string
+	desc *prometheus.Desc
+	typ  prometheus.ValueType
+}
+
 // Collector is a prometheus.Collector over a producer's metrics.
 type Collector struct {
-	src  Source
-	name string
+	src      Source
+	producer []metricDesc // producer-level, const label producer
+	topic    []metricDesc // per topic, const label producer, variable label topic
+}
+
+// Java names of the producer-level and per-topic metrics, sorted, taken
+// from kprod.Metrics.Map so that they follow metrics.go.
+var producerNames, topicNames = javaNames()
+
+// dummyTopic names the one topic javaNames and topicValues put in a
+// Metrics to learn the per-topic keys of Map ("<name>{topic=<topic>}").
+const dummyTopic = "t"
+
+var topicSuffix = "{topic=" + dummyTopic + "}"
+
+func javaNames() (producer, topic []string) {
+	for k := range (kprod.Metrics{}).Map() {
+		producer = append(producer, k)
+	}
+	withTopic := kprod.Metrics{Topics: map[string]kprod.TopicMetrics{dummyTopic: {}}}
+	for k := range withTopic.Map() {
+		if name, ok := strings.CutSuffix(k, topicSuffix); ok {
+			topic = append(topic, name)
+		}
+	}
+	sort.Strings(producer)
+	sort.Strings(topic)
+	return producer, topic
+}
+
+// topicValues returns tm's metrics by their Java names.
+func topicValues(tm kprod.TopicMetrics) map[string]float64 {
+	all := kprod.Metrics{Topics: map[string]kprod.TopicMetrics{dummyTopic: tm}}.Map()
+	out := make(map[string]float64, len(topicNames))
+	for _, name := range topicNames {
+		out[name] = all[name+topicSuffix]
+	}
+	return out
 }
 
 // NewCollector returns a collector for src, whose series carry
 // producer=name.
 func NewCollector(src Source, name string) *Collector {
-	return &Collector{src: src, name: name}
+	name = validLabel(name)
+	c := &Collector{src: src}
+	for _, java := range producerNames {
+		c.producer = append(c.producer, metricDesc{java, prometheus.NewDesc(
+			MetricName(java),
+			"kprod producer metric "+java+" (the Java producer's name, in producer-metrics)",
+			nil, prometheus.Labels{"producer": name}), valueType(java)})
+	}
+	for _, java := range topicNames {
+		c.topic = append(c.topic, metricDesc{java, prometheus.NewDesc(
+			TopicMetricName(java),
+			"kprod per-topic producer metric "+java+" (the Java producer's name, in producer-topic-metrics)",
+			[]string{"topic"}, prometheus.Labels{"producer": name}), valueType(java)})
+	}
+	return c
 }
 
-var (
-	invalid  = regexp.MustCompile(`[^a-zA-Z0-9_]`)
-	topicKey = regexp.MustCompile(`^(.*)\{topic=(.*)\}$`)
-)
+var invalid = regexp.MustCompile(`[^a-zA-Z0-9_]`)
 
-// MetricName turns a Java metric name into a Prometheus one.
+func promName(java string) string {
+	return invalid.ReplaceAllString(strings.ReplaceAll(java, "-", "_"), "_")
+}
+
+// MetricName turns a Java producer-level metric name (producer-metrics)
+// into a Prometheus one: kprod_producer_<name>.
 func MetricName(java string) string {
-	return "kprod_producer_" + invalid.ReplaceAllString(strings.ReplaceAll(java, "-", "_"), "_")
+	return "kprod_producer_" + promName(java)
 }
 
-// Describe sends no descriptions: the set of series depends on the topics
-// in use (an "unchecked" collector, in Prometheus' terms).
-func (c *Collector) Describe(chan<- *prometheus.Desc) {}
+// TopicMetricName turns a Java per-topic metric name
+// (producer-topic-metrics) into a Prometheus one:
+// kprod_producer_topic_<name>.
+func TopicMetricName(java string) string {
+	return "kprod_producer_topic_" + promName(java)
+}
 
-// Collect takes one snapshot and sends every metric.
+// valueType is CounterValue for the Java "-total" metrics, else GaugeValue.
+func valueType(java string) prometheus.ValueType {
+	if strings.HasSuffix(java, "-total") {
+		return prometheus.CounterValue
+	}
+	return prometheus.GaugeValue
+}
+
+// validLabel makes s a valid label value: valid UTF-8.
+func validLabel(s string) string {
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// Describe sends the descriptions of every metric the collector exports.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.producer {
+		ch <- d.desc
+	}
+	for _, d := range c.topic {
+		ch <- d.desc
+	}
+}
+
+// Collect takes one snapshot and sends every metric. It never panics: a
+// metric that cannot be built is left out.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	m := c.src.Metrics()
 	all := m.Map()
-	for _, k := range m.MetricNames() {
-		labels := prometheus.Labels{"producer": c.name}
-		name := k
-		if g := topicKey.FindStringSubmatch(k); g != nil {
-			name = g[1]
-			labels["topic"] = g[2]
+	for _, d := range c.producer {
+		if pm, err := prometheus.NewConstMetric(d.desc, d.typ, all[d.java]); err == nil {
+			ch <- pm
 		}
-		desc := prometheus.NewDesc(MetricName(name), "kprod producer metric "+name+" (the Java producer's name)", nil, labels)
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, all[k])
+	}
+	topics := make([]string, 0, len(m.Topics))
+	for t := range m.Topics {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	seen := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		label := validLabel(t)
+		if seen[label] {
+			continue // another topic has the same label value once made valid
+		}
+		seen[label] = true
+		vals := topicValues(m.Topics[t])
+		for _, d := range c.topic {
+			if pm, err := prometheus.NewConstMetric(d.desc, d.typ, vals[d.java], label); err == nil {
+				ch <- pm
+			}
+		}
 	}
 }
