@@ -52,6 +52,10 @@ type sender struct {
 	inflight  int                 // produce requests in flight
 	throttled map[int32]time.Time // broker → end of its throttle
 	inFlightB map[*batch]struct{} // batches in flight, for delivery.timeout.ms
+	// inFlightNext is at or before the earliest delivery deadline in
+	// inFlightB (set whenever inFlightB is not empty), so that
+	// expireInFlight walks the map only once a deadline may have passed.
+	inFlightNext time.Time
 }
 
 // produceResult is one produce request's outcome, handed from the
@@ -400,6 +404,9 @@ func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[s
 		b.sent = true
 		b.sends++
 		s.inFlightB[b] = struct{}{}
+		if d := b.created.Add(p.cfg.DeliveryTimeout); s.inFlightNext.IsZero() || d.Before(s.inFlightNext) {
+			s.inFlightNext = d
+		}
 	}
 }
 
@@ -718,6 +725,14 @@ func (s *sender) whyNotSent(q *partq) error {
 // passed, as the Java client does, so that the callback comes on time
 // even when the broker does not answer; the late response is ignored.
 func (s *sender) expireInFlight(now time.Time) (next time.Time) {
+	if len(s.inFlightB) == 0 {
+		s.inFlightNext = time.Time{}
+		return next
+	}
+	if now.Before(s.inFlightNext) {
+		return s.inFlightNext // no deadline has passed yet
+	}
+	defer func() { s.inFlightNext = next }()
 	for b := range s.inFlightB {
 		deadline := b.created.Add(s.p.cfg.DeliveryTimeout)
 		if now.Before(deadline) {
