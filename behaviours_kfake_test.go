@@ -136,3 +136,39 @@ func TestRefusedRecordKeepsNoTimestamp(t *testing.T) {
 	open()
 	o.wait(t, 10*time.Second)
 }
+
+// A Send that starts waiting for memory wakes the sender, which sends the
+// lingering batches that hold it at once (DESIGN: a memory waiter wants
+// them now), instead of sleeping until linger.ms while the wait runs out.
+func TestMemoryWaiterWakesSender(t *testing.T) {
+	c := newFake(t, 6)
+	cfg := testConfig(c)
+	cfg.BufferMemory = 64 << 10
+	cfg.BatchSize = 16 << 10
+	cfg.Linger = 5 * time.Second
+	cfg.MaxBlock = 500 * time.Millisecond
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 10*time.Second)
+	o := newOutcomes(t)
+	for part := range int32(4) { // four batches take all of buffer.memory
+		p.Send(ctx, (&Record{Topic: "t", Value: []byte("x")}).ToPartition(part), o.cb())
+	}
+	time.Sleep(200 * time.Millisecond) // the sender sleeps until linger.ms
+	var refused error                  // a Send that finds no memory fails before it returns
+	p.Send(ctx, (&Record{Topic: "t", Value: []byte("y")}).ToPartition(5), func(_ *Record, err error) {
+		if err != nil {
+			refused = err
+		}
+	})
+	if refused != nil {
+		t.Fatalf("a Send waiting for memory held by lingering batches: %v", refused)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o.wait(t, 5*time.Second)
+	if ok, failed := o.errCount(); ok != 4 {
+		t.Errorf("%d of the first 4 records delivered, %d failed", ok, failed)
+	}
+}
+

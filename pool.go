@@ -40,6 +40,12 @@ type bufferPool struct {
 	waiters   *list.List            // of *poolWaiter, in arrival order; guarded by mu
 	closed    bool                  // guarded by mu
 	waitTime  time.Duration         // bufferpool-wait-time; guarded by mu
+
+	// onWait, if set, runs (outside mu) when a Send starts waiting for
+	// memory: the producer wakes its sender, which sends lingering batches
+	// at once while anyone waits (see the sender's sendable). Without it a
+	// sender asleep until the next linger.ms could let the wait run out.
+	onWait func()
 }
 
 // poolClasses is how many buffer sizes are pooled: batch.size << 0..4.
@@ -86,6 +92,9 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 	w := &poolWaiter{need: int64(size), ready: make(chan struct{})}
 	el := p.waiters.PushBack(w)
 	p.mu.Unlock()
+	if p.onWait != nil {
+		p.onWait()
+	}
 
 	start := time.Now()
 	timer := time.NewTimer(maxBlock)

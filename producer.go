@@ -136,6 +136,7 @@ func NewProducer(cfg Config) (*Producer, error) {
 	}
 	p.cl = cl
 	p.pool = newBufferPool(cfg.BufferMemory, cfg.BatchSize)
+	p.pool.onWait = p.snd.wake
 	p.acc = newAccumulator(p.pool, cfg.BatchSize, cfg.Linger, seal, p.snd.wake)
 	go p.snd.run()
 	return p, nil
