@@ -290,9 +290,12 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 	copy(ps, old)
 	q := &partq{topic: t, partition: partition, lastAcked: -1, suspectEnd: -1, pid: -1, epoch: -1, ackedPID: -1}
 	ps[partition] = q
-	t.parts.Store(&ps)
+	// The sender walks a.parts: q must be there before another Send can
+	// find it through t.parts (the fast path above), append and wake the
+	// sender, or that wake-up finds nothing to send.
 	all := append(append([]*partq{}, *a.parts.Load()...), q)
 	a.parts.Store(&all)
+	t.parts.Store(&ps)
 	return q
 }
 
