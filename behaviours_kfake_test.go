@@ -172,3 +172,21 @@ func TestMemoryWaiterWakesSender(t *testing.T) {
 	}
 }
 
+// Close with a ctx that has already ended reports aborted records only
+// when there were any: after a Flush there are none, and it returns nil
+// (as Java's close(Duration.ZERO) then throws nothing).
+func TestCloseEndedCtxNothingPending(t *testing.T) {
+	c := newFake(t, 1)
+	p, err := NewProducer(testConfig(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendSync(ctxT(t, 10*time.Second), &Record{Topic: "t", Value: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Close(ended); err != nil {
+		t.Fatalf("Close(ended ctx) with nothing pending: %v, want nil", err)
+	}
+}

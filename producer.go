@@ -488,9 +488,14 @@ func (p *Producer) close(ctx context.Context) {
 	select {
 	case <-p.snd.done:
 	case <-ctx.Done():
-		p.closeErr = fmt.Errorf("close: %w: its ctx ended first (%w), and the records not yet delivered failed; give Close a longer ctx to let them finish", kerr.ErrAborted, ctx.Err())
 		p.forceClose()
 		<-p.snd.done
+		// (forcedFails is the sender's, read once it has ended.) With
+		// nothing left to deliver, as after a Flush, an ended ctx costs
+		// nothing, as Java's close(Duration.ZERO) then throws nothing.
+		if p.snd.forcedFails > 0 {
+			p.closeErr = fmt.Errorf("close: %w: its ctx ended first (%w), and the records not yet delivered failed; give Close a longer ctx to let them finish", kerr.ErrAborted, ctx.Err())
+		}
 	}
 	p.finishClose()
 }

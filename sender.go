@@ -56,6 +56,9 @@ type sender struct {
 	// inFlightB (set whenever inFlightB is not empty), so that
 	// expireInFlight walks the map only once a deadline may have passed.
 	inFlightNext time.Time
+	// forcedFails counts the batches that failed once Close forced the
+	// end: Close reports records aborted only when there were any.
+	forcedFails int
 }
 
 // produceResult is one produce request's outcome, handed from the
@@ -800,6 +803,9 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	if err != nil {
 		s.p.metrics.errors.Add(int64(len(b.recs)))
 		b.q.topic.metrics.errors.Add(int64(len(b.recs)))
+		if isClosed(s.force) {
+			s.forcedFails++
+		}
 	}
 	if s.idemOn {
 		s.onBatchDone(b, err)
