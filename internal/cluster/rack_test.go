@@ -96,3 +96,21 @@ func TestUnlistedLeaderIsNoLeader(t *testing.T) {
 		t.Fatalf("leaders %v, want [0 -1]: broker 9 is not in the response", got)
 	}
 }
+
+// TestBrokerAddr: an advertised IPv6 host is bracketed, so that it can be
+// dialed (and its name taken for TLS).
+func TestBrokerAddr(t *testing.T) {
+	for _, tt := range []struct {
+		host string
+		want string
+	}{
+		{"b1.example", "b1.example:9093"},
+		{"10.0.0.1", "10.0.0.1:9093"},
+		{"::1", "[::1]:9093"},
+		{"fe80::1%eth0", "[fe80::1%eth0]:9093"},
+	} {
+		if got := (BrokerInfo{Host: tt.host, Port: 9093}).Addr(); got != tt.want {
+			t.Errorf("Addr of %q = %q, want %q", tt.host, got, tt.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"net"
 	"strconv"
 	"time"
 )
@@ -23,9 +24,9 @@ type BrokerInfo struct {
 	Rack string
 }
 
-// Addr is host:port.
+// Addr is host:port ([host]:port for an IPv6 address).
 func (b BrokerInfo) Addr() string {
-	return b.Host + ":" + strconv.Itoa(int(b.Port))
+	return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 }
 
 // Topic is one topic's metadata. Err is the topic-level error (for
