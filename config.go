@@ -373,7 +373,9 @@ type Config struct {
 	// SSLCipherSuites are the TLS 1.2 cipher suites offered, by their
 	// IANA names as Java takes them (ssl.cipher.suites). Default nil:
 	// Go's secure defaults. TLS 1.3 suites may be listed but are not
-	// selectable in Go (all three are used).
+	// selectable in Go (all three are used). As in Java, a TLS version
+	// none of whose suites is listed is not used: only TLS 1.3 suites
+	// mean TLS 1.3 only, only TLS 1.2 suites TLS 1.2 only.
 	SSLCipherSuites []string
 
 	// SASLMechanism is the SASL mechanism for SASL_PLAINTEXT and SASL_SSL

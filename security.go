@@ -170,8 +170,22 @@ func (c *Config) buildTLS() (*tls.Config, error) {
 	if cfg.MinVersion, cfg.MaxVersion, err = c.tlsVersionRange(); err != nil {
 		return nil, err
 	}
-	if cfg.CipherSuites, err = cipherSuites(c.SSLCipherSuites); err != nil {
+	var has12, has13 bool
+	if cfg.CipherSuites, has12, has13, err = cipherSuites(c.SSLCipherSuites); err != nil {
 		return nil, err
+	}
+	if len(c.SSLCipherSuites) > 0 {
+		// As JSSE: a version none of whose suites is enabled is off.
+		if !has12 {
+			cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS13)
+		}
+		if !has13 {
+			cfg.MaxVersion = min(cfg.MaxVersion, tls.VersionTLS12)
+		}
+		if cfg.MinVersion > cfg.MaxVersion {
+			return nil, invalid("ssl.cipher.suites", strings.Join(c.SSLCipherSuites, ","),
+				"none of these suites is for a TLS version that ssl.enabled.protocols and ssl.protocol allow; add suites for those versions")
+		}
 	}
 	if cfg.RootCAs, err = c.trustPool(); err != nil {
 		return nil, err
@@ -250,12 +264,13 @@ func (c *Config) tlsVersionRange() (lo, hi uint16, err error) {
 	return lo, hi, nil
 }
 
-// cipherSuites maps Java (IANA) cipher suite names onto Go's. TLS 1.3
+// cipherSuites maps Java (IANA) cipher suite names onto Go's TLS 1.2
+// suites, and says whether names holds TLS 1.2 and TLS 1.3 suites. TLS 1.3
 // suites are accepted but Go does not let them be chosen: it uses all
 // three.
-func cipherSuites(names []string) ([]uint16, error) {
+func cipherSuites(names []string) (ids []uint16, has12, has13 bool, err error) {
 	if len(names) == 0 {
-		return nil, nil
+		return nil, false, false, nil
 	}
 	byName := map[string]uint16{}
 	for _, s := range tls.CipherSuites() {
@@ -265,25 +280,22 @@ func cipherSuites(names []string) ([]uint16, error) {
 	for _, s := range tls.InsecureCipherSuites() {
 		insecure[s.Name] = true
 	}
-	var ids []uint16
 	for _, n := range names {
 		id, ok := byName[n]
 		switch {
 		case insecure[n]:
-			return nil, invalid("ssl.cipher.suites", strings.Join(names, ","), fmt.Sprintf("%s is insecure and not supported", n))
+			return nil, false, false, invalid("ssl.cipher.suites", strings.Join(names, ","), fmt.Sprintf("%s is insecure and not supported", n))
 		case !ok:
-			return nil, invalid("ssl.cipher.suites", strings.Join(names, ","), fmt.Sprintf("%s is not a cipher suite kprod (Go) implements", n))
+			return nil, false, false, invalid("ssl.cipher.suites", strings.Join(names, ","), fmt.Sprintf("%s is not a cipher suite kprod (Go) implements", n))
 		}
-		if !strings.HasPrefix(n, "TLS_AES_") && !strings.HasPrefix(n, "TLS_CHACHA20_") {
+		if strings.HasPrefix(n, "TLS_AES_") || strings.HasPrefix(n, "TLS_CHACHA20_") {
+			has13 = true
+		} else {
+			has12 = true
 			ids = append(ids, id)
 		}
 	}
-	if len(ids) == 0 {
-		// Only TLS 1.3 suites: leave TLS 1.2 with Go's defaults rather
-		// than none.
-		return nil, nil
-	}
-	return ids, nil
+	return ids, has12, has13, nil
 }
 
 func checkStoreType(prop, v string) error {

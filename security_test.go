@@ -156,6 +156,29 @@ func TestSecurityTLSVersionsAndSuites(t *testing.T) {
 	if want := []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384}; !slices.Equal(cfg.CipherSuites, want) {
 		t.Errorf("cipher suites %x, want %x", cfg.CipherSuites, want)
 	}
+	if cfg.MinVersion != tls.VersionTLS12 || cfg.MaxVersion != tls.VersionTLS13 {
+		t.Errorf("suites of both versions: versions %x..%x, want both", cfg.MinVersion, cfg.MaxVersion)
+	}
+	// As JSSE: a version with none of its suites listed is off.
+	for _, tc := range []struct {
+		suites string
+		lo, hi uint16
+	}{
+		{"TLS_AES_256_GCM_SHA384", tls.VersionTLS13, tls.VersionTLS13},
+		{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", tls.VersionTLS12, tls.VersionTLS12},
+	} {
+		c, err := ConfigFromProperties(secProps("security.protocol", "SSL", "ssl.cipher.suites", tc.suites))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := c.buildTLS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.MinVersion != tc.lo || cfg.MaxVersion != tc.hi {
+			t.Errorf("ssl.cipher.suites=%s: versions %x..%x, want %x..%x", tc.suites, cfg.MinVersion, cfg.MaxVersion, tc.lo, tc.hi)
+		}
+	}
 }
 
 // TestSecurityNoHostnameCheck: with ssl.endpoint.identification.algorithm
@@ -286,6 +309,7 @@ func TestSecurityPropertiesBadValues(t *testing.T) {
 		{"ssl.protocol", ssl("ssl.protocol", "SSLv3"), "TLSv1.3"},
 		{"ssl.cipher.suites", ssl("ssl.cipher.suites", "TLS_RSA_WITH_RC4_128_SHA"), "insecure"},
 		{"ssl.cipher.suites", ssl("ssl.cipher.suites", "TLS_FOO"), "not a cipher suite"},
+		{"ssl.cipher.suites", ssl("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256", "ssl.enabled.protocols", "TLSv1.2"), "none of these suites"},
 		{"sasl.mechanism", sasl(), "GSSAPI"},
 		{"sasl.mechanism", sasl("sasl.mechanism", "AWS_MSK_IAM", "sasl.jaas.config", jaasSecret), "AWS_MSK_IAM"},
 		{"sasl.jaas.config", sasl("sasl.mechanism", "PLAIN"), "needs a user and password"},
