@@ -467,6 +467,10 @@ func (c *Config) buildSASL() (sasl.Mechanism, error) {
 	}
 	switch c.SASLMechanism {
 	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if c.SASLOAuthTokenSource != nil {
+			return nil, invalid(prop, c.SASLMechanism,
+				"Config.SASLOAuthTokenSource is set but only OAUTHBEARER uses it: set sasl.mechanism=OAUTHBEARER, or leave the token source out")
+		}
 		user, pass, err := c.saslCredentials(jaas)
 		if err != nil {
 			return nil, err
@@ -480,6 +484,10 @@ func (c *Config) buildSASL() (sasl.Mechanism, error) {
 		}
 		return m, nil
 	case SASLOAuthBearer:
+		if c.SASLUsername != "" || c.SASLPassword != "" {
+			return nil, invalid(prop, c.SASLMechanism,
+				"Config.SASLUsername or SASLPassword is set but OAUTHBEARER does not use them: give the token through Config.SASLOAuthTokenSource, or use PLAIN or SCRAM")
+		}
 		return c.oauthMechanism(jaas)
 	case SASLGSSAPI:
 		return nil, invalid(prop, c.SASLMechanism,

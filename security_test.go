@@ -372,6 +372,14 @@ func TestSecurityGoFieldRules(t *testing.T) {
 		{"oauth without source", func(c *Config) {
 			c.SecurityProtocol, c.SASLMechanism = SecuritySASLSSL, SASLOAuthBearer
 		}, "sasl.jaas.config", "SASLOAuthTokenSource"},
+		{"token source with PLAIN", func(c *Config) {
+			c.SecurityProtocol, c.SASLMechanism, c.SASLUsername, c.SASLPassword = SecuritySASLSSL, SASLPlain, "u", "p"
+			c.SASLOAuthTokenSource = OAuthTokenSourceFunc(func(context.Context) (OAuthToken, error) { return OAuthToken{}, nil })
+		}, "sasl.mechanism", "only OAUTHBEARER uses it"},
+		{"password with OAUTHBEARER", func(c *Config) {
+			c.SecurityProtocol, c.SASLMechanism, c.SASLUsername, c.SASLPassword = SecuritySASLSSL, SASLOAuthBearer, "u", "p"
+			c.SASLOAuthTokenSource = OAuthTokenSourceFunc(func(context.Context) (OAuthToken, error) { return OAuthToken{}, nil })
+		}, "sasl.mechanism", "does not use them"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()
