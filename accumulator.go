@@ -147,6 +147,11 @@ type partq struct {
 	mu      sync.Mutex
 	batches []*batch // front is [0]; guarded by mu
 	nextID  uint64   // creation order of batches; guarded by mu
+	// lastRaw is the uncompressed size of the partition's last sealed
+	// batch.size batch with compression (0 before the first): set by
+	// the sender, read by the Send that opens the next batch, to size
+	// its buffer (newBatchSize). Written once per batch.
+	lastRaw atomic.Int64
 
 	// The fields above are written by Send for every record, those below
 	// by the sender for every batch: on separate cache lines, so that
@@ -318,7 +323,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	// recSize is exact for a batch's first record (header included), so
 	// a batch of one record larger than batch.size is full at once.
 	limit := max(a.batchSize, recSize)
-	size, ratio := a.newBatchSize(q.topic, limit)
+	size, ratio := a.newBatchSize(q, limit)
 	buf, err := a.pool.allocate(ctx, size, maxBlock)
 	if err != nil {
 		return appendResult{}, err
@@ -387,7 +392,14 @@ type appendResult struct {
 // 8, 16; never more than buffer.memory), with the estimate raised to what
 // that buffer can hold when even that is not enough. buffer.memory thus
 // bounds the uncompressed bytes kprod holds.
-func (a *accumulator) newBatchSize(t *topicState, limit int) (size int, ratio float32) {
+//
+// The buffer grows no larger than twice what the partition's last batch
+// held (batch.size for its first): a partition whose batches leave by
+// linger.ms after a few records does not tie up 16 × batch.size of
+// buffer.memory per open batch (with keyed records over hundreds of
+// partitions that would be all of it), while one whose batches fill
+// doubles its buffer batch by batch up to what the estimate asks.
+func (a *accumulator) newBatchSize(q *partq, limit int) (size int, ratio float32) {
 	if !a.compressed {
 		return limit, 0
 	}
@@ -403,10 +415,11 @@ func (a *accumulator) newBatchSize(t *topicState, limit int) (size int, ratio fl
 		}
 		return size, 0
 	}
-	ratio = t.compressionEstimate()
+	ratio = q.topic.compressionEstimate()
 	want := recbatch.RecordsCapacity(limit, ratio)
+	grow := int(min(2*q.lastRaw.Load(), int64(want)))
 	size = limit
-	for c := 1; c < poolClasses && size < want && int64(limit<<c) <= a.pool.total; c++ {
+	for c := 1; c < poolClasses && size < grow && int64(limit<<c) <= a.pool.total; c++ {
 		size = limit << c
 	}
 	if size < want { // capped at 16 × batch.size, or by buffer.memory

@@ -41,7 +41,8 @@ func TestObserveCompression(t *testing.T) {
 // newBatchSize: without compression, or for a record larger than
 // batch.size, the buffer is the limit; with compression, the smallest
 // pooled size that holds what is estimated to compress to batch.size,
-// and at most 16 × batch.size with the estimate raised to fit.
+// and at most 16 × batch.size with the estimate raised to fit, nor more
+// than twice what the partition's last batch held.
 func TestNewBatchSize(t *testing.T) {
 	const bs = 16384
 	lz4, err := recbatch.NewCompressor(recbatch.LZ4, 9)
@@ -51,28 +52,38 @@ func TestNewBatchSize(t *testing.T) {
 	plain := newAccumulator(newBufferPool(1<<25, bs), bs, 0, recbatch.SealOptions{}, func() {})
 	comp := newAccumulator(newBufferPool(1<<25, bs), bs, 0, recbatch.SealOptions{Compressor: lz4}, func() {})
 	small := newAccumulator(newBufferPool(3*bs, bs), bs, 0, recbatch.SealOptions{Compressor: lz4}, func() {})
-	at := func(ratio float32) *topicState {
-		ts := &topicState{}
-		ts.ratio.Store(math.Float32bits(ratio))
-		return ts
+	at := func(ratio float32, lastRaw int) *partq {
+		q := &partq{topic: &topicState{}}
+		q.topic.ratio.Store(math.Float32bits(ratio))
+		q.lastRaw.Store(int64(lastRaw))
+		return q
 	}
+	const filled = 1 << 30 // the last batch held more than any buffer
 	for _, tc := range []struct {
 		acc       *accumulator
 		ratio     float32
+		lastRaw   int
 		limit     int
 		wantSize  int
 		wantRatio float32 // 0: the topic's
 	}{
-		{plain, 0.3, bs, bs, -1},
-		{comp, 1, bs, bs, 0},
-		{comp, 0.9, bs, 2 * bs, 0},
-		{comp, 0.3, bs, 4 * bs, 0},
-		{comp, 0.1, bs, 16 * bs, 0},
-		{comp, 0.01, bs, 16 * bs, recbatch.EstimateForCapacity(bs, 16*bs)},
-		{comp, 0.3, 3 * bs, lz4.BatchBound(3 * bs), -1},                  // one large record: room for lz4's worst case
-		{small, 0.1, bs, 2 * bs, recbatch.EstimateForCapacity(bs, 2*bs)}, // buffer.memory 3 × batch.size
+		{plain, 0.3, filled, bs, bs, -1},
+		{comp, 1, filled, bs, bs, 0},
+		{comp, 0.9, filled, bs, 2 * bs, 0},
+		{comp, 0.3, filled, bs, 4 * bs, 0},
+		{comp, 0.1, filled, bs, 16 * bs, 0},
+		{comp, 0.01, filled, bs, 16 * bs, recbatch.EstimateForCapacity(bs, 16*bs)},
+		{comp, 0.3, filled, 3 * bs, lz4.BatchBound(3 * bs), -1},                  // one large record: room for lz4's worst case
+		{small, 0.1, filled, bs, 2 * bs, recbatch.EstimateForCapacity(bs, 2*bs)}, // buffer.memory 3 × batch.size
+		// The partition's last batch bounds the growth: none yet, a
+		// small one (sent by linger.ms), a full batch.size one, 40 KiB.
+		{comp, 0.1, 0, bs, bs, recbatch.EstimateForCapacity(bs, bs)},
+		{comp, 0.1, 3000, bs, bs, recbatch.EstimateForCapacity(bs, bs)},
+		{comp, 0.1, bs, bs, 2 * bs, recbatch.EstimateForCapacity(bs, 2*bs)},
+		{comp, 0.1, 40 << 10, bs, 8 * bs, recbatch.EstimateForCapacity(bs, 8*bs)},
+		{comp, 0.9, bs, bs, 2 * bs, 0},
 	} {
-		size, ratio := tc.acc.newBatchSize(at(tc.ratio), tc.limit)
+		size, ratio := tc.acc.newBatchSize(at(tc.ratio, tc.lastRaw), tc.limit)
 		want := tc.wantRatio
 		switch want {
 		case 0:
@@ -81,8 +92,8 @@ func TestNewBatchSize(t *testing.T) {
 			want = 0
 		}
 		if size != tc.wantSize || ratio != want {
-			t.Errorf("compressed %v, ratio %v, limit %d: size %d ratio %v, want %d and %v",
-				tc.acc.compressed, tc.ratio, tc.limit, size, ratio, tc.wantSize, want)
+			t.Errorf("compressed %v, ratio %v, last batch %d, limit %d: size %d ratio %v, want %d and %v",
+				tc.acc.compressed, tc.ratio, tc.lastRaw, tc.limit, size, ratio, tc.wantSize, want)
 		}
 		if ratio > 0 && recbatch.RecordsCapacity(tc.limit, ratio) > size {
 			t.Errorf("ratio %v needs %d bytes, the buffer has %d", ratio, recbatch.RecordsCapacity(tc.limit, ratio), size)
@@ -280,7 +291,7 @@ func TestOversizedCompressedBatchSealsInPlace(t *testing.T) {
 				val[i] = byte(rng.Uint32()) // random: it does not compress
 			}
 			limit := recbatch.RecordSize(0, 0, nil, val, nil) + recbatch.HeaderSize
-			size, _ := acc.newBatchSize(acc.topic("t"), limit)
+			size, _ := acc.newBatchSize(acc.queue(acc.topic("t"), 0), limit)
 			buf := make([]byte, 0, size)
 			var bld recbatch.Builder
 			bld.Reset(buf, 0)
@@ -293,5 +304,26 @@ func TestOversizedCompressedBatchSealsInPlace(t *testing.T) {
 				t.Errorf("the sealed %s batch (%d bytes, from %d) moved out of its %d-byte buffer", name, len(wire), limit, size)
 			}
 		})
+	}
+}
+
+// With a low compression estimate, a partition whose first batch holds
+// one record charges batch.size, not 16 × batch.size: keyed records over
+// many partitions must not tie up buffer.memory in nearly empty buffers.
+func TestCompressedBatchChargeFollowsPartition(t *testing.T) {
+	c := newFake(t, 12)
+	cfg := testConfig(c)
+	cfg.CompressionType = "lz4"
+	cfg.Linger = time.Hour
+	cfg.DeliveryTimeout = 2 * time.Hour
+	p := newTestProducer(t, cfg)
+	ts := p.acc.topic("t")
+	ts.ratio.Store(math.Float32bits(0.0108)) // as after many batches of very compressible records
+	before := p.pool.availableBytes()
+	for part := range int32(10) {
+		p.Send(context.Background(), (&Record{Topic: "t", Value: []byte("x")}).ToPartition(part), nil)
+	}
+	if charged := before - p.pool.availableBytes(); charged != 10*int64(cfg.BatchSize) {
+		t.Errorf("10 one-record batches charged %d bytes, want 10 × batch.size = %d", charged, 10*cfg.BatchSize)
 	}
 }

@@ -335,6 +335,9 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 			}
 			if p.acc.compressed {
 				q.topic.observeCompression(b.bld.CompressionRatio())
+				if b.limit == p.cfg.BatchSize {
+					q.lastRaw.Store(int64(b.bld.UncompressedSize())) // sizes the next batch's buffer
+				}
 			}
 		}
 		q.inflight++
