@@ -62,11 +62,17 @@ type OAuthToken struct {
 
 // OAuthTokenSource supplies OAUTHBEARER tokens (Config.SASLOAuthTokenSource).
 // Token is called for every connection and every re-authentication, from
-// the connection's goroutines, possibly concurrently; ctx ends after
+// the connection's goroutines, possibly concurrently, before anything is
+// sent to the broker; ctx ends with what is left of the connection's
+// setup time (socket.connection.setup.timeout.ms, which TLS and the
+// ApiVersions exchange use too), or for a re-authentication after
 // request.timeout.ms. It should return a cached token while that token is
 // valid for a while yet, and fetch a new one before it expires: brokers
 // end a session when its token expires, and kprod re-authenticates before
-// that (KIP-368) with the token Token returns then.
+// that (KIP-368) with the token Token returns then. An error fails a new
+// connection (tried again after reconnect.backoff.ms); on a
+// re-authentication the current session goes on and Token is asked again
+// shortly, while the session lasts.
 type OAuthTokenSource interface {
 	Token(ctx context.Context) (OAuthToken, error)
 }

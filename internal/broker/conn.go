@@ -59,10 +59,13 @@ type Conn struct {
 	done     chan struct{}
 	wg       sync.WaitGroup
 
-	tls      bool         // nc is TLS; set during setup
-	reauth   time.Time    // when to re-authenticate (KIP-368), zero: never; writer goroutine only after setup
-	reauths  atomic.Int64 // re-authentications done, for tests
-	answered atomic.Bool  // a response came after setup, for the hint in lostErr
+	tls    bool      // nc is TLS; set during setup
+	reauth time.Time // when to re-authenticate (KIP-368), zero: never; writer goroutine only after setup
+	// sessionEnd is when the broker's SASL session ends (start + the
+	// lifetime it granted); like reauth, the writer's after setup.
+	sessionEnd time.Time
+	reauths    atomic.Int64 // re-authentications done, for tests
+	answered   atomic.Bool  // a response came after setup, for the hint in lostErr
 }
 
 // pending is one request from acceptance to completion. Whoever removes it
@@ -138,7 +141,7 @@ func (c *Conn) setup(ctx context.Context) (phase string, err error) {
 		if err != nil {
 			return "SASL authentication", err
 		}
-		c.reauth = reauthAt(start, lifetime)
+		c.reauth, c.sessionEnd = reauthAt(start, lifetime), start.Add(lifetime)
 		c.cfg.Logger.Debug("SASL authenticated", "broker", c.nodeID, "addr", c.addr,
 			"mechanism", c.cfg.SASL.Name(), "session_lifetime", lifetime)
 	}

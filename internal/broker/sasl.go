@@ -59,6 +59,19 @@ func (c *Conn) authenticate(ctx context.Context, rt roundTrip) (time.Duration, e
 		who += fmt.Sprintf(" as user %q", p.User())
 	}
 
+	// The first message (for OAUTHBEARER: a token from the user's source)
+	// comes before the handshake, so that a token source that fails
+	// leaves the connection as it was: on a re-authentication the
+	// current session goes on, and the broker is not left waiting in the
+	// middle of an exchange.
+	sess, msg, err := m.Start(ctx)
+	if err != nil {
+		if se := (*sasl.SourceError)(nil); errors.As(err, &se) {
+			return 0, transient{fmt.Errorf("%s: %w (tried again after reconnect.backoff.ms)", who, err)}
+		}
+		return 0, fmt.Errorf("%w: %s: %w", kerr.ErrAuthentication, who, err)
+	}
+
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Mechanism = m.Name()
 	raw, err := rt(hs)
@@ -86,13 +99,6 @@ func (c *Conn) authenticate(ctx context.Context, rt roundTrip) (time.Duration, e
 		return 0, fmt.Errorf("%w: SaslHandshake for %s: %w", kerr.ErrAuthentication, m.Name(), kerr.ForCode(hsResp.ErrorCode))
 	}
 
-	sess, msg, err := m.Start(ctx)
-	if err != nil {
-		if se := (*sasl.SourceError)(nil); errors.As(err, &se) {
-			return 0, transient{fmt.Errorf("%s: %w (tried again after reconnect.backoff.ms)", who, err)}
-		}
-		return 0, fmt.Errorf("%w: %s: %w", kerr.ErrAuthentication, who, err)
-	}
 	for round := 0; ; round++ {
 		if round > 16 {
 			return 0, fmt.Errorf("%w: %s: the exchange did not end after %d rounds", kerr.ErrAuthentication, who, round)
@@ -152,6 +158,14 @@ func reauthAt(start time.Time, lifetime time.Duration) time.Time {
 	return start.Add(time.Duration(float64(lifetime) * (0.85 + 0.1*rand.Float64())))
 }
 
+// reauthRetry is how soon a re-authentication whose token source failed
+// is tried again (sooner when a quarter of what is left of the broker's
+// session is less; not at all when that is under minReauthRetry).
+const (
+	reauthRetry    = time.Second
+	minReauthRetry = 10 * time.Millisecond
+)
+
 // maybeReauthenticate runs on the writer goroutine before each write: if
 // the session is due for re-authentication, it re-authenticates in band.
 // It returns false if that failed; the connection is then closed.
@@ -169,13 +183,23 @@ func (c *Conn) maybeReauthenticate() bool {
 		if c.Dead() {
 			return false // the connection died under us; its error says why
 		}
+		if left := time.Until(c.sessionEnd); errors.As(err, new(transient)) && left > 4*minReauthRetry {
+			// The token source failed before anything was sent (Java
+			// keeps its current credential when a refresh fails): the
+			// session goes on, and re-authentication is tried again
+			// shortly, while the broker's session lasts.
+			c.reauth = time.Now().Add(min(reauthRetry, left/4))
+			c.cfg.Logger.Warn("SASL re-authentication postponed: the token source failed; the session goes on",
+				"broker", c.nodeID, "addr", c.addr, "err", err, "session_ends", c.sessionEnd)
+			return true
+		}
 		// %v, not %w: what was in flight is retried on a new connection,
 		// whose own authentication reports a lasting failure typed.
 		c.fail(fmt.Errorf("%w: broker %d (%s): SASL re-authentication (KIP-368) failed, closing the connection: %v",
 			kerr.ErrConnectionLost, c.nodeID, c.addr, err))
 		return false
 	}
-	c.reauth = reauthAt(start, lifetime)
+	c.reauth, c.sessionEnd = reauthAt(start, lifetime), start.Add(lifetime)
 	c.reauths.Add(1)
 	c.cfg.Logger.Debug("SASL re-authenticated", "broker", c.nodeID, "addr", c.addr,
 		"mechanism", c.cfg.SASL.Name(), "session_lifetime", lifetime, "took", time.Since(start))

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,5 +178,50 @@ func TestTLSErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// flakyStart is a mechanism whose Start fails, as an unreachable token
+// source does, on the calls listed in fail (1 is the first).
+type flakyStart struct {
+	sasl.Mechanism
+	n    atomic.Int32
+	fail map[int32]bool
+}
+
+func (f *flakyStart) Start(ctx context.Context) (sasl.Session, []byte, error) {
+	if f.fail[f.n.Add(1)] {
+		return nil, nil, &sasl.SourceError{Err: errors.New("identity provider unreachable")}
+	}
+	return f.Mechanism.Start(ctx)
+}
+
+// TestReauthenticationTokenSourceFails: a re-authentication whose token
+// source fails keeps the connection and its session, and is tried again
+// before the session ends (Java keeps its credential when a refresh
+// fails); before, the connection was closed and what was queued failed.
+func TestReauthenticationTokenSourceFails(t *testing.T) {
+	c := newCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "admin", "pw"),
+		kfake.BrokerConfigs(map[string]string{"connections.max.reauth.ms": "2000"}))
+	cfg := testConfig()
+	m, err := sasl.NewScram("SCRAM-SHA-256", "admin", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flaky := &flakyStart{Mechanism: m, fail: map[int32]bool{2: true}} // the first re-authentication
+	cfg.SASL = flaky
+	conn := dialTest(t, c.ListenAddrs()[0], cfg)
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := conn.Do(ctx, metadataReq())
+		cancel()
+		if err != nil {
+			t.Fatalf("Metadata after %d Starts: %v", flaky.n.Load(), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := conn.Reauthentications(); n < 1 || flaky.n.Load() < 3 {
+		t.Errorf("%d re-authentications, %d Starts: the failed one was not tried again", n, flaky.n.Load())
 	}
 }
