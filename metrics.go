@@ -30,9 +30,9 @@ type Metrics struct {
 	RecordSizeMax        float64 // record-size-max
 	BatchSizeAvg         float64 // batch-size-avg: bytes per batch on the wire (after compression)
 	BatchSizeMax         float64 // batch-size-max
-	CompressionRateAvg   float64 // compression-rate-avg: compressed / uncompressed batch size
+	CompressionRateAvg   float64 // compression-rate-avg: the records' compressed / uncompressed size (batch header left out, as Java)
 	RecordsPerRequestAvg float64 // records-per-request-avg
-	RequestRate          float64 // request-rate: produce requests per second
+	RequestRate          float64 // request-rate: produce requests per second (Java's counts every request; kprod's only Produce)
 	RequestTotal         int64   // request-total
 	RequestLatencyAvg    float64 // request-latency-avg (ms): produce request to response
 	RequestLatencyMax    float64 // request-latency-max (ms)
@@ -40,7 +40,7 @@ type Metrics struct {
 	RecordQueueTimeMax   float64 // record-queue-time-max (ms)
 	RecordRetryRate      float64 // record-retry-rate: records retried per second
 	RecordRetryTotal     int64   // record-retry-total
-	RecordErrorRate      float64 // record-error-rate: records failed per second
+	RecordErrorRate      float64 // record-error-rate: records failed per second (including those a forced Close aborted, which Java leaves out)
 	RecordErrorTotal     int64   // record-error-total
 	BatchSplitRate       float64 // batch-split-rate: batches split after MESSAGE_TOO_LARGE, per second
 	BatchSplitTotal      int64   // batch-split-total
