@@ -270,8 +270,9 @@ type Config struct {
 	// ReconnectBackoffMax caps the reconnect backoff
 	// (reconnect.backoff.max.ms). Default 1s. As in Java: when
 	// reconnect.backoff.ms is given through Set (a properties file) and
-	// reconnect.backoff.max.ms is not, Validate sets ReconnectBackoffMax to
-	// ReconnectBackoff (constant backoff); if ReconnectBackoff is larger,
+	// reconnect.backoff.max.ms is not, and ReconnectBackoffMax is still its
+	// 1s default, Validate sets ReconnectBackoffMax to ReconnectBackoff
+	// (constant backoff); if ReconnectBackoff is larger,
 	// Validate lowers it to ReconnectBackoffMax.
 	ReconnectBackoffMax time.Duration
 
@@ -601,11 +602,13 @@ func (c *Config) Idempotent() bool {
 //   - BootstrapServers entries are trimmed, and a "SCHEME://" prefix that
 //     Java tolerates ("PLAINTEXT://b1:9092") is dropped;
 //   - SecurityProtocol and SASLMechanism are upper-cased, ClientRack
-//     is trimmed;
+//     and TransactionalID are trimmed (a blank TransactionalID is an
+//     error), MetadataRecoveryStrategy is trimmed and lower-cased;
 //   - DeliveryTimeout left at its default is raised to Linger +
 //     RequestTimeout when smaller;
-//   - reconnect.backoff.ms given by Set without reconnect.backoff.max.ms
-//     sets ReconnectBackoffMax = ReconnectBackoff;
+//   - reconnect.backoff.ms given by Set without reconnect.backoff.max.ms,
+//     ReconnectBackoffMax left at its default, sets ReconnectBackoffMax =
+//     ReconnectBackoff;
 //   - a backoff or setup timeout larger than its maximum is lowered to the
 //     maximum (RetryBackoff, ReconnectBackoff,
 //     SocketConnectionSetupTimeout).

@@ -60,7 +60,9 @@ import (
 //
 // As in the Java client, a record's bytes count against batch.size as
 // its batch counts them: with compression, the estimated compressed size
-// (the topic's compression estimate, see accumulator.newBatchSize).
+// (the topic's compression estimate, see accumulator.newBatchSize); the
+// record that opens a batch also counts the batch header, as Java's
+// appendNewBatch.
 //
 // Differences from the Java client: Java samples queue lengths for the adaptive draw on every pass of its
 // sender; kprod reads them at the moment it switches partitions (so the

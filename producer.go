@@ -431,8 +431,8 @@ func (p *Producer) refuseInCallback(op, waitsFor string) error {
 // It returns ctx's error if records had to be aborted.
 //
 // Last, it calls Close on each of Config.Interceptors that implements
-// io.Closer, in order (see Interceptor); their errors are logged, not
-// returned. Calling Close again waits for the first call to finish and
+// io.Closer, in order (see Interceptor), then on Config.Partitioner if it
+// implements io.Closer; their errors are logged, not returned. Calling Close again waits for the first call to finish and
 // returns the same error.
 //
 // Called from a callback, Close cannot wait for the goroutine it runs on:

@@ -322,7 +322,8 @@ func javaOnly(name string) bool {
 // UniformStickyPartitioner that Kafka 4.0 removed are rejected, as Java
 // 4.x rejects them), interceptor.classes, metric.reporters, security.providers,
 // metrics.sample.window.ms, metrics.num.samples, metrics.recording.level,
-// metrics.context.*, enable.metrics.push, client.dns.lookup,
+// metrics.context.*, enable.metrics.push, client.dns.lookup
+// (use_all_dns_ips only, what kprod does),
 // auto.include.jmx.reporter, the Confluent serializers' settings
 // (auto.register.schemas, use.latest.version, and those starting with
 // schema.registry., basic.auth., bearer.auth., key.subject.name. or

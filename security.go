@@ -62,8 +62,9 @@ type OAuthToken struct {
 
 // OAuthTokenSource supplies OAUTHBEARER tokens (Config.SASLOAuthTokenSource).
 // Token is called for every connection and every re-authentication, from
-// the connection's goroutines, possibly concurrently, before anything is
-// sent to the broker; ctx ends with what is left of the connection's
+// the connection's goroutines, possibly concurrently, before the SASL
+// exchange starts (after TLS and ApiVersions on a new connection, before
+// anything is sent on a re-authentication); ctx ends with what is left of the connection's
 // setup time (socket.connection.setup.timeout.ms, which TLS and the
 // ApiVersions exchange use too), or for a re-authentication after
 // request.timeout.ms. It should return a cached token while that token is

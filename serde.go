@@ -91,7 +91,10 @@ func (Float64Serializer) Serialize(_ string, v float64) ([]byte, error) {
 // JSONSerializer encodes values with encoding/json, without its escaping
 // of <, > and & (as Jackson, behind the Java JSON serializers, writes
 // them). For structs of strings, integers and booleans, and slices of
-// them, the bytes are Jackson's, so such a JSON key hashes to the
+// them, whose JSON field names are the Java properties' and whose strings
+// hold no control characters other than \b \t \n \f \r (Go writes
+// the others in lower-case hex), the bytes are Jackson's, so such a JSON
+// key hashes to the
 // partition a Java producer would pick. Elsewhere they may differ: Go
 // sorts map keys (Jackson keeps insertion order), writes 1.0 as 1 and
 // escapes U+2028 and U+2029; co-partitioning with Java on such keys needs
@@ -184,8 +187,9 @@ func (r *TypedRecord[K, V]) ToPartition(p int32) *TypedRecord[K, V] {
 // The order of work is: serialize the key, then the value, then what
 // Producer.Send does (interceptors, partitioner, buffering). So
 // Config.Interceptors see serialized records; a record that fails to
-// serialize is reported to their OnAcknowledgement and then to its
-// callback, and nothing else happens to it.
+// serialize is counted in record-error-total, reported to their
+// OnAcknowledgement and then to its callback, and nothing else happens
+// to it.
 type TypedProducer[K, V any] struct {
 	p     *Producer
 	key   Serializer[K]

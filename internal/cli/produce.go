@@ -42,7 +42,7 @@ func newProduceCmd() *produceCmd {
 	fs := newFlagSet("produce")
 	fs.stringVar(&c.topic, []string{"--topic", "-t"}, "TOPIC", "REQUIRED: the topic to produce to")
 	c.pf.register(fs, "--producer-property", false)
-	fs.defs("--bootstrap-server").help = "REQUIRED unless bootstrap.servers is in --producer.config or -X: " +
+	fs.defs("--bootstrap-server").help = "REQUIRED unless bootstrap.servers is in --producer.config, --producer-property or -X: " +
 		"the brokers to connect to; overrides bootstrap.servers from the other flags"
 	fs.stringVar(&c.delimiter, []string{"--delimiter"}, "DELIM",
 		`what ends a record in the input; escapes \n \t \r \0 \\ are understood. With \n a trailing \r is dropped too`)
@@ -146,7 +146,7 @@ func (c *produceCmd) run(ctx context.Context, args []string, stdin io.Reader, st
 		return usageFail(stderr, "produce", readerPropertyHint(err))
 	}
 	if len(cfg.BootstrapServers) == 0 {
-		return usageFail(stderr, "produce", usagef("--bootstrap-server is required (or bootstrap.servers in --producer.config or -X)"))
+		return usageFail(stderr, "produce", usagef("--bootstrap-server is required (or bootstrap.servers in --producer.config, --producer-property or -X)"))
 	}
 	if err := validate(&cfg); err != nil {
 		return usageFail(stderr, "produce", err)
