@@ -81,6 +81,11 @@ func NewProducer(cfg Config) (*Producer, error) {
 		// Quiet by default: only warnings and errors, on stderr.
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	if tlsConfig != nil && cfg.TLSConfig == nil && cfg.SSLEndpointIdentificationAlgorithm == "" {
+		// Legal, as in Java, but also what a Config written in Go without
+		// DefaultConfig gets: say so once.
+		log.Warn("TLS without hostname verification: ssl.endpoint.identification.algorithm is empty, so a broker's certificate is checked against the trust store but not against its host name; set it to \"https\" (the default) unless that is meant")
+	}
 	if cfg.ClientID == "" {
 		cfg.ClientID = fmt.Sprintf("kprod-producer-%d", producerSeq.Add(1))
 	}

@@ -6,12 +6,14 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kprod/kprod/internal/sasl"
 	"github.com/kprod/kprod/internal/testpki"
@@ -202,6 +204,21 @@ func TestSecurityNoHostnameCheck(t *testing.T) {
 	bad, _ := x509.ParseCertificate(mustDER(t, other.certPEM))
 	if err := cfg.VerifyConnection(tls.ConnectionState{PeerCertificates: []*x509.Certificate{bad}}); err == nil {
 		t.Error("a certificate from another CA was accepted")
+	}
+
+	// The producer says once that host names are not checked (a Config
+	// built in Go without DefaultConfig gets this silently otherwise).
+	var logBuf syncBuffer
+	c.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))
+	prod, err := NewProducer(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	prod.Close(ctx)
+	if out := logBuf.String(); strings.Count(out, "TLS without hostname verification") != 1 || !strings.Contains(out, "level=WARN") {
+		t.Errorf("no single warning about hostname verification:\n%s", out)
 	}
 }
 
