@@ -147,10 +147,11 @@ type partq struct {
 	mu      sync.Mutex
 	batches []*batch // front is [0]; guarded by mu
 	nextID  uint64   // creation order of batches; guarded by mu
-	// lastRaw is the uncompressed size of the partition's last sealed
-	// batch.size batch with compression (0 before the first): set by
-	// the sender, read by the Send that opens the next batch, to size
-	// its buffer (newBatchSize). Written once per batch.
+	// lastRaw is the uncompressed size of the partition's last
+	// batch.size batch with compression (0 before the first): set by the
+	// Send that finds it full, or by the sender when it seals one that
+	// was not; read by the Send that opens the next batch, to size its
+	// buffer (newBatchSize). Written once or twice per batch.
 	lastRaw atomic.Int64
 
 	// The fields above are written by Send for every record, those below
@@ -467,7 +468,15 @@ func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Re
 		return false, false
 	}
 	b := q.batches[n-1]
-	if b.full || !b.bld.TryAppend(ts, r.Key, r.Value, r.Headers, b.limit) {
+	if b.full {
+		return false, false
+	}
+	if !b.bld.TryAppend(ts, r.Key, r.Value, r.Headers, b.limit) {
+		if a.compressed && b.limit == a.batchSize {
+			// Full: it sizes the partition's next buffer (newBatchSize),
+			// which is taken now, before the sender seals this one.
+			q.lastRaw.Store(int64(b.bld.UncompressedSize()))
+		}
 		return false, false
 	}
 	b.recs = append(b.recs, pending{rec: r, cb: cb})

@@ -326,4 +326,15 @@ func TestCompressedBatchChargeFollowsPartition(t *testing.T) {
 	if charged := before - p.pool.availableBytes(); charged != 10*int64(cfg.BatchSize) {
 		t.Errorf("10 one-record batches charged %d bytes, want 10 × batch.size = %d", charged, 10*cfg.BatchSize)
 	}
+
+	// A partition whose batch fills gets twice the buffer for its next
+	// one at once, while the full one still waits to be sealed.
+	before = p.pool.availableBytes()
+	val := bytes.Repeat([]byte("a"), 1000)
+	for range 17 { // 16 fill batch.size; the 17th opens the next batch
+		p.Send(context.Background(), (&Record{Topic: "t", Value: val}).ToPartition(11), nil)
+	}
+	if charged, want := before-p.pool.availableBytes(), 3*int64(cfg.BatchSize); charged != want {
+		t.Errorf("a full batch and the next charged %d bytes, want batch.size + 2 × batch.size = %d", charged, want)
+	}
 }
