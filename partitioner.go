@@ -231,8 +231,11 @@ func (p *Producer) stickyAppended(t *topicState, mt *cluster.Topic, part int32, 
 	next := stickyPack(p.nextPartition(t, mt, drawRandom()), 0)
 	for !t.sticky.CompareAndSwap(v, next) {
 		v = t.sticky.Load()
-		if cur, _ := stickyUnpack(v); cur != part {
-			return // switched by another Send
+		// Switched by another Send: away, or (the draw may pick the same
+		// partition again) back with its count reset, which only a switch
+		// lowers.
+		if cur, now := stickyUnpack(v); cur != part || now < produced {
+			return
 		}
 	}
 }
