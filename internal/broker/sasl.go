@@ -183,7 +183,9 @@ func (c *Conn) maybeReauthenticate() bool {
 		if c.Dead() {
 			return false // the connection died under us; its error says why
 		}
-		if left := time.Until(c.sessionEnd); errors.As(err, new(transient)) && left > 4*minReauthRetry {
+		// (Not when the source did not answer in time: waiting for it
+		// again would stall this connection's writes as long again.)
+		if left := time.Until(c.sessionEnd); errors.As(err, new(transient)) && !errors.Is(err, context.DeadlineExceeded) && left > 4*minReauthRetry {
 			// The token source failed before anything was sent (Java
 			// keeps its current credential when a refresh fails): the
 			// session goes on, and re-authentication is tried again
