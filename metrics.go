@@ -11,15 +11,14 @@ import (
 
 // Metrics is a snapshot of the producer's metrics, with the Java
 // producer's names and meanings (its producer-metrics and
-// producer-topic-metrics groups). Rates are per second since an earlier
-// Metrics call: the latest one at least 30 seconds before, or the oldest
-// within them, or the producer's start (so they cover the last 30
-// seconds or a little more when Metrics is called every few seconds, as a
-// metrics exporter does, and the whole run when it is called once at the
-// end; Java samples them itself, over the last 30 to 60 seconds).
-// Averages and maxima are over the last 30 to 60 seconds (Java:
-// metrics.sample.window.ms × metrics.num.samples, 30 s × 2), and 0 when
-// nothing happened in that time (Java: NaN). Times are in milliseconds,
+// producer-topic-metrics groups). Rates, averages and maxima are over the
+// last 30 to 60 seconds, as Java's with its defaults
+// (metrics.sample.window.ms × metrics.num.samples, 30 s × 2): events go
+// into the current 30 s sample, and a sample that started more than 60 s
+// ago no longer counts. A rate divides by the time since the oldest
+// sample still counted, and by 30 s at least (Java's Rate). Averages and
+// maxima are 0 when nothing happened in that time (Java: NaN). Metrics
+// only reads: how often it is called changes nothing. Times are in milliseconds,
 // as in Java. Map gives them by their Java names.
 type Metrics struct {
 	RecordSendRate       float64 // record-send-rate: records sent (drained into requests) per second
@@ -123,12 +122,12 @@ func (p *Producer) Metrics() Metrics {
 	now := time.Now()
 	mt := &p.metrics
 	m := Metrics{
-		RecordSendTotal:      mt.records.Load(),
-		ByteTotal:            mt.bytes.Load(),
-		RequestTotal:         mt.requests.Load(),
-		RecordRetryTotal:     mt.retries.Load(),
-		RecordErrorTotal:     mt.errors.Load(),
-		BatchSplitTotal:      mt.batchSplits.Load(),
+		RecordSendTotal:      mt.records.total.Load(),
+		ByteTotal:            mt.bytes.total.Load(),
+		RequestTotal:         mt.requests.total.Load(),
+		RecordRetryTotal:     mt.retries.total.Load(),
+		RecordErrorTotal:     mt.errors.total.Load(),
+		BatchSplitTotal:      mt.batchSplits.total.Load(),
 		RequestsInFlight:     mt.inFlight.Load(),
 		BufferAvailableBytes: p.pool.availableBytes(),
 		BufferTotalBytes:     p.cfg.BufferMemory,
@@ -142,39 +141,52 @@ func (p *Producer) Metrics() Metrics {
 	m.RequestLatencyAvg, m.RequestLatencyMax = mt.latency.read(now)
 	m.RecordQueueTimeAvg, m.RecordQueueTimeMax = mt.queueTime.read(now)
 	m.ProduceThrottleAvg, m.ProduceThrottleMax = mt.throttle.read(now)
-	m.RecordSendRate = mt.window.rate(now, "records", m.RecordSendTotal)
-	m.ByteRate = mt.window.rate(now, "bytes", m.ByteTotal)
-	m.RequestRate = mt.window.rate(now, "requests", m.RequestTotal)
-	m.RecordRetryRate = mt.window.rate(now, "retries", m.RecordRetryTotal)
-	m.RecordErrorRate = mt.window.rate(now, "errors", m.RecordErrorTotal)
-	m.BatchSplitRate = mt.window.rate(now, "batch-splits", m.BatchSplitTotal)
+	m.RecordSendRate = mt.records.win.rate(now)
+	m.ByteRate = mt.bytes.win.rate(now)
+	m.RequestRate = mt.requests.win.rate(now)
+	m.RecordRetryRate = mt.retries.win.rate(now)
+	m.RecordErrorRate = mt.errors.win.rate(now)
+	m.BatchSplitRate = mt.batchSplits.win.rate(now)
 	for name, t := range *p.acc.topics.Load() {
 		if !t.metrics.registered.Load() {
 			continue
 		}
 		tm := TopicMetrics{
-			RecordSendTotal:  t.metrics.records.Load(),
-			ByteTotal:        t.metrics.bytes.Load(),
-			RecordRetryTotal: t.metrics.retries.Load(),
-			RecordErrorTotal: t.metrics.errors.Load(),
+			RecordSendTotal:  t.metrics.records.total.Load(),
+			ByteTotal:        t.metrics.bytes.total.Load(),
+			RecordRetryTotal: t.metrics.retries.total.Load(),
+			RecordErrorTotal: t.metrics.errors.total.Load(),
+			RecordSendRate:   t.metrics.records.win.rate(now),
+			ByteRate:         t.metrics.bytes.win.rate(now),
+			RecordRetryRate:  t.metrics.retries.win.rate(now),
+			RecordErrorRate:  t.metrics.errors.win.rate(now),
 		}
 		tm.CompressionRateAvg, _ = t.metrics.compression.read(now)
-		tm.RecordSendRate = mt.window.rate(now, "records:"+name, tm.RecordSendTotal)
-		tm.ByteRate = mt.window.rate(now, "bytes:"+name, tm.ByteTotal)
-		tm.RecordRetryRate = mt.window.rate(now, "retries:"+name, tm.RecordRetryTotal)
-		tm.RecordErrorRate = mt.window.rate(now, "errors:"+name, tm.RecordErrorTotal)
 		m.Topics[name] = tm
 	}
 	return m
 }
 
-// producerMetrics is written by the sender goroutine only (and read by
-// Metrics from any goroutine), so plain atomics suffice.
+// producerMetrics is written by the sender goroutine (and, for errors,
+// by Sends that fail) and read by Metrics from any goroutine. Nothing in
+// it is written per record: per batch, per request, per failed Send.
 type producerMetrics struct {
-	records, bytes, requests, retries, errors, inFlight, batchSplits atomic.Int64
+	records, bytes, requests, retries, errors, batchSplits counter
+	inFlight                                               atomic.Int64
 
 	recSize, batchSize, compression, recsPerReq, latency, queueTime, throttle stat
-	window                                                                    rateWindow
+}
+
+// counter is a Java total and its rate: the total counts for good, the
+// rate (stat.rate) is over the last 30 to 60 s.
+type counter struct {
+	total atomic.Int64
+	win   stat
+}
+
+func (c *counter) add(now time.Time, n int64) {
+	c.total.Add(n)
+	c.win.recordN(now, float64(n), 1, 0)
 }
 
 type topicMetrics struct {
@@ -183,7 +195,7 @@ type topicMetrics struct {
 	// Metrics from then on, not for every name ever given to Send
 	// (a typo, a topic that does not exist).
 	registered                      atomic.Bool
-	records, bytes, retries, errors atomic.Int64
+	records, bytes, retries, errors counter
 	compression                     stat
 }
 
@@ -235,47 +247,29 @@ func (s *stat) read(now time.Time) (avg, maxV float64) {
 	return sum / float64(n), maxV
 }
 
-// rateWindow turns counters into per-second rates: each Metrics call
-// remembers the counters it saw (at most one sample a second), and a rate
-// is the increase since the newest remembered value at least 30 s old,
-// else the oldest one, else the producer's start.
-type rateWindow struct {
-	start time.Time // every counter was 0 then; set by NewProducer
-	mu    sync.Mutex
-	seen  map[string][]sample // guarded by mu
-}
-
-type sample struct {
-	at    time.Time
-	total int64
-}
-
-const rateSpan = 30 * time.Second
-
-func (w *rateWindow) rate(now time.Time, key string, total int64) float64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.seen == nil {
-		w.seen = map[string][]sample{}
-	}
-	ss := w.seen[key]
-	if len(ss) == 0 && !w.start.IsZero() {
-		ss = []sample{{w.start, 0}}
-	}
-	for len(ss) > 1 && now.Sub(ss[1].at) >= rateSpan {
-		ss = ss[1:] // keep one sample at least rateSpan old, if any
-	}
-	var r float64
-	if len(ss) > 0 {
-		if d := now.Sub(ss[0].at).Seconds(); d > 0 {
-			r = float64(total-ss[0].total) / d
+// rate is the sum of the values recorded in the samples still in the
+// window, per second of the time since the oldest of them began, and of
+// 30 s at least: Java's Rate (SampledStat.windowSize adds whole sample
+// spans until the window covers all samples but the current one).
+func (s *stat) rate(now time.Time) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sum float64
+	oldest := now
+	for _, c := range s.s {
+		if c.n == 0 || now.Sub(c.start) >= statSamples*statSampleSpan {
+			continue
+		}
+		sum += c.sum
+		if c.start.Before(oldest) {
+			oldest = c.start
 		}
 	}
-	if len(ss) == 0 || now.Sub(ss[len(ss)-1].at) >= time.Second {
-		ss = append(ss, sample{now, total})
+	elapsed := now.Sub(oldest)
+	if full := int(elapsed / statSampleSpan); full < statSamples-1 {
+		elapsed += time.Duration(statSamples-1-full) * statSampleSpan
 	}
-	w.seen[key] = ss
-	return r
+	return sum / elapsed.Seconds()
 }
 
 // onSent records a batch handed to a connection in a produce request
@@ -283,8 +277,8 @@ func (w *rateWindow) rate(now time.Time, key string, total int64) float64 {
 func (m *producerMetrics) onSent(b *batch, now time.Time) {
 	n := int64(len(b.recs))
 	wire := int64(len(b.wire))
-	m.records.Add(n)
-	m.bytes.Add(wire)
+	m.records.add(now, n)
+	m.bytes.add(now, wire)
 	m.batchSize.record(now, float64(wire))
 	// Java's compression ratio: the records' bytes as sent over their
 	// bytes uncompressed, both without the batch header (so 1 when the
@@ -305,8 +299,8 @@ func (m *producerMetrics) onSent(b *batch, now time.Time) {
 	if !tm.registered.Load() {
 		tm.registered.Store(true)
 	}
-	tm.records.Add(n)
-	tm.bytes.Add(wire)
+	tm.records.add(now, n)
+	tm.bytes.add(now, wire)
 	tm.compression.record(now, ratio)
 }
 

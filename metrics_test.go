@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -132,4 +133,25 @@ func TestMetricsCompressionAndTopics(t *testing.T) {
 	if m.RecordErrorTotal != 1 {
 		t.Errorf("record-error-total %d, want 1", m.RecordErrorTotal)
 	}
+}
+
+// Rates are Java's: the sum over the samples of the last 30 to 60 s, per
+// second since the oldest of them began, and per 30 s at least.
+func TestStatRate(t *testing.T) {
+	var s stat
+	t0 := time.Now()
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	check := func(now time.Duration, want float64) {
+		t.Helper()
+		if got := s.rate(at(now)); math.Abs(got-want) > 1e-9 {
+			t.Errorf("at %v: rate %v, want %v", now, got, want)
+		}
+	}
+	check(0, 0)
+	s.recordN(at(0), 100, 1, 0)
+	check(10*time.Second, 100.0/40) // 10 s elapsed, and a whole sample more
+	s.recordN(at(31*time.Second), 60, 1, 0)
+	check(45*time.Second, 160.0/45)
+	check(61*time.Second, 60.0/30) // the first sample started over 60 s ago
+	check(200*time.Second, 0)
 }

@@ -101,7 +101,6 @@ func NewProducer(cfg Config) (*Producer, error) {
 	}
 	p := &Producer{cfg: cfg, log: log, guaranteeOrder: !cfg.Idempotent() && cfg.MaxInFlight == 1, closeDone: make(chan struct{})}
 	p.closing, p.stopWaiting = context.WithCancel(context.Background())
-	p.metrics.window.start = time.Now()
 	if cfg.TransactionalID != "" {
 		p.txn = newTxnManager(p)
 	}
@@ -177,7 +176,7 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error))
 	if err := p.send(ctx, r, cb); err != nil {
 		// As Java's send: a record that fails before it is buffered
 		// counts in record-error-total (not in record-send-total).
-		p.metrics.errors.Add(1)
+		p.metrics.errors.add(time.Now(), 1)
 		if p.txn != nil {
 			p.txn.sendFailed(r, err)
 		}

@@ -399,7 +399,7 @@ func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[s
 	for _, b := range bs {
 		nrecs += len(b.recs)
 	}
-	p.metrics.requests.Add(1)
+	p.metrics.requests.add(res.sentAt, 1)
 	p.metrics.recsPerReq.record(res.sentAt, float64(nrecs))
 	p.metrics.inFlight.Store(int64(s.inflight))
 	for _, b := range bs {
@@ -661,8 +661,8 @@ func (s *sender) retryOrFail(b *batch, now time.Time, cause error, retriable boo
 	default:
 		b.attempts++
 		b.lastErr = cause
-		p.metrics.retries.Add(int64(len(b.recs)))
-		b.q.topic.metrics.retries.Add(int64(len(b.recs)))
+		p.metrics.retries.add(now, int64(len(b.recs)))
+		b.q.topic.metrics.retries.add(now, int64(len(b.recs)))
 		backoff := broker.Backoff(p.cfg.RetryBackoff, p.cfg.RetryBackoffMax, b.attempts-1)
 		b.retryAt = now.Add(backoff)
 		p.log.Debug("retrying batch", "topic", b.q.topic.name, "partition", b.q.partition,
@@ -804,8 +804,9 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 		b.q.splitting--
 	}
 	if err != nil {
-		s.p.metrics.errors.Add(int64(len(b.recs)))
-		b.q.topic.metrics.errors.Add(int64(len(b.recs)))
+		now := time.Now()
+		s.p.metrics.errors.add(now, int64(len(b.recs)))
+		b.q.topic.metrics.errors.add(now, int64(len(b.recs)))
 		if isClosed(s.force) {
 			s.forcedFails++
 		}

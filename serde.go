@@ -250,7 +250,7 @@ func (tp *TypedProducer[K, V]) SendSync(ctx context.Context, r *TypedRecord[K, V
 // failed): it counts in record-error-total (as in Java's doSend), the
 // interceptors learn of it, then its callback.
 func (p *Producer) failUnsent(r *Record, err error, cb func(*Record, error)) {
-	p.metrics.errors.Add(1)
+	p.metrics.errors.add(time.Now(), 1)
 	p.onAcknowledgement(r, err)
 	cb(r, err)
 }

@@ -51,7 +51,7 @@ func (s *sender) splitTooLarge(b *batch, cause error) {
 	}
 	p.log.Log(context.Background(), level, "the broker refused a batch as too large; sending it again in parts (lower batch.size below the topic's max.message.bytes to avoid this)",
 		"topic", q.topic.name, "partition", q.partition, "records", len(b.recs), "bytes", len(b.wire), "err", cause)
-	p.metrics.batchSplits.Add(1)
+	p.metrics.batchSplits.add(time.Now(), 1)
 
 	if b.seq != noSeq {
 		// The parts take the batch's sequence range, in order, and its
