@@ -133,6 +133,10 @@ func TestRefusedRecordKeepsNoTimestamp(t *testing.T) {
 	if !late.Timestamp.IsZero() {
 		t.Errorf("a record refused for want of memory got Timestamp %v", late.Timestamp)
 	}
+	if m := p.Metrics(); m.BufferExhaustedTotal != 1 || m.BufferExhaustedRate <= 0 || m.MetadataAge <= 0 || m.MetadataAge > 60 {
+		t.Errorf("buffer-exhausted-total %d, -rate %v, metadata-age %v s: want 1, > 0, and the seconds since the first metadata",
+			m.BufferExhaustedTotal, m.BufferExhaustedRate, m.MetadataAge)
+	}
 	open()
 	o.wait(t, 10*time.Second)
 }

@@ -338,3 +338,35 @@ func TestCompressedBatchChargeFollowsPartition(t *testing.T) {
 		t.Errorf("a full batch and the next charged %d bytes, want batch.size + 2 × batch.size = %d", charged, want)
 	}
 }
+
+// waiting-threads counts the allocations waiting for memory.
+func TestPoolWaiting(t *testing.T) {
+	const bs = 1024
+	p := newBufferPool(2*bs, bs)
+	ctx := context.Background()
+	a, _ := p.allocate(ctx, bs, time.Second)
+	b, _ := p.allocate(ctx, bs, time.Second)
+	done := make(chan error, 1)
+	go func() {
+		buf, err := p.allocate(ctx, bs, 10*time.Second)
+		if err == nil {
+			p.release(buf, bs)
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.waiting() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting-threads %d, want 1", p.waiting())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.release(a, bs)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := p.waiting(); n != 0 {
+		t.Errorf("waiting-threads %d after the wait, want 0", n)
+	}
+	p.release(b, bs)
+}

@@ -47,6 +47,10 @@ type Metrics struct {
 	BufferAvailableBytes int64   // buffer-available-bytes
 	BufferTotalBytes     int64   // buffer-total-bytes (buffer.memory)
 	BufferPoolWaitTimeNs int64   // bufferpool-wait-time-ns-total: time Sends spent blocked on memory
+	WaitingThreads       int64   // waiting-threads: Sends blocked on memory now
+	BufferExhaustedRate  float64 // buffer-exhausted-rate: Sends failed for want of memory (ErrBufferFull) per second
+	BufferExhaustedTotal int64   // buffer-exhausted-total
+	MetadataAge          float64 // metadata-age (s): age of the metadata in use (0 before the first)
 	ProduceThrottleAvg   float64 // produce-throttle-time-avg (ms)
 	ProduceThrottleMax   float64 // produce-throttle-time-max (ms)
 
@@ -90,6 +94,9 @@ func (m Metrics) Map() map[string]float64 {
 		"buffer-total-bytes":            float64(m.BufferTotalBytes),
 		"bufferpool-wait-time-ns-total": float64(m.BufferPoolWaitTimeNs),
 		"produce-throttle-time-avg":     m.ProduceThrottleAvg, "produce-throttle-time-max": m.ProduceThrottleMax,
+		"waiting-threads":       float64(m.WaitingThreads),
+		"buffer-exhausted-rate": m.BufferExhaustedRate, "buffer-exhausted-total": float64(m.BufferExhaustedTotal),
+		"metadata-age": m.MetadataAge,
 	}
 	for t, tm := range m.Topics {
 		for k, v := range map[string]float64{
@@ -132,6 +139,9 @@ func (p *Producer) Metrics() Metrics {
 		BufferAvailableBytes: p.pool.availableBytes(),
 		BufferTotalBytes:     p.cfg.BufferMemory,
 		BufferPoolWaitTimeNs: p.pool.waitTimeTotal().Nanoseconds(),
+		WaitingThreads:       p.pool.waiting(),
+		BufferExhaustedTotal: p.pool.exhausted.total.Load(),
+		BufferExhaustedRate:  p.pool.exhausted.win.rate(now),
 		Topics:               map[string]TopicMetrics{},
 	}
 	m.RecordSizeAvg, m.RecordSizeMax = mt.recSize.read(now)
@@ -147,6 +157,9 @@ func (p *Producer) Metrics() Metrics {
 	m.RecordRetryRate = mt.retries.win.rate(now)
 	m.RecordErrorRate = mt.errors.win.rate(now)
 	m.BatchSplitRate = mt.batchSplits.win.rate(now)
+	if s := p.cl.Snapshot(); s != nil && !s.At.IsZero() {
+		m.MetadataAge = now.Sub(s.At).Seconds()
+	}
 	for name, t := range *p.acc.topics.Load() {
 		if !t.metrics.registered.Load() {
 			continue

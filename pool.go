@@ -40,6 +40,7 @@ type bufferPool struct {
 	waiters   *list.List            // of *poolWaiter, in arrival order; guarded by mu
 	closed    bool                  // guarded by mu
 	waitTime  time.Duration         // bufferpool-wait-time; guarded by mu
+	exhausted counter               // buffer-exhausted-total/-rate: waits that ran out of max.block.ms
 
 	// onWait, if set, runs (outside mu) when a Send starts waiting for
 	// memory: the producer wakes its sender, which sends lingering batches
@@ -103,6 +104,7 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 	select {
 	case <-w.ready:
 	case <-timer.C:
+		p.exhausted.add(time.Now(), 1)
 		cause = fmt.Errorf("%w: waited %v for %d bytes (buffer.memory %d bytes is in use by batches not yet delivered; is the cluster reachable? raise buffer.memory or max.block.ms)",
 			kerr.ErrBufferFull, maxBlock, size, p.total)
 	case <-ctx.Done():
@@ -204,6 +206,13 @@ func (p *bufferPool) hasWaiters() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.waiters.Len() > 0
+}
+
+// waiting is waiting-threads: the Sends waiting for memory now.
+func (p *bufferPool) waiting() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return int64(p.waiters.Len())
 }
 
 // waitTimeTotal is how long allocations have waited for memory, in all.
