@@ -365,7 +365,7 @@ func (p *Producer) waitMetadata(callerCtx context.Context, r *Record, start time
 			return fmt.Errorf("waiting for metadata of %q: %w", r.Topic, kerr.ErrClosed)
 		}
 		if err := callerCtx.Err(); err != nil {
-			return fmt.Errorf("waiting for metadata of %q: the Send's ctx ended: %w", r.Topic, err)
+			return fmt.Errorf("waiting for metadata of %q: the call's ctx ended: %w", r.Topic, err)
 		}
 		return nil
 	}
