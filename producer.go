@@ -436,8 +436,9 @@ func (p *Producer) refuseInCallback(op, waitsFor string) error {
 //
 // Last, it calls Close on each of Config.Interceptors that implements
 // io.Closer, in order (see Interceptor), then on Config.Partitioner if it
-// implements io.Closer; their errors are logged, not returned. Calling Close again waits for the first call to finish and
-// returns the same error.
+// implements io.Closer; their errors are logged, not returned. Calling
+// Close again waits for the first call to finish and returns the same
+// error.
 //
 // Called from a callback, Close cannot wait for the goroutine it runs on:
 // as the Java client's close from a callback (close(0)), it closes at
