@@ -18,8 +18,9 @@ import (
 // ago no longer counts. A rate divides by the time since the oldest
 // sample still counted, and by 30 s at least (Java's Rate). Averages and
 // maxima are 0 when nothing happened in that time (Java: NaN). Metrics
-// only reads: how often it is called changes nothing. Times are in milliseconds,
-// as in Java. Map gives them by their Java names.
+// only reads: how often it is called changes nothing. Times are in
+// milliseconds (metadata-age in seconds), as in Java. Map gives them by
+// their Java names.
 type Metrics struct {
 	RecordSendRate       float64 // record-send-rate: records sent (drained into requests) per second
 	RecordSendTotal      int64   // record-send-total
