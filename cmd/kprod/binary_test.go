@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,20 +29,8 @@ func TestBinaryProduceSignal(t *testing.T) {
 			// producer closes: only the shutdown path can deliver it.
 			// batch.size=300 sends the full batches at once, which shows
 			// the test when the lines have been read.
-			cmd := exec.Command(bin, "produce", "-b", strings.Join(c.ListenAddrs(), ","), "-t", "t",
+			cmd, stdin, stderr, done := startBinary(t, bin, "produce", "-b", strings.Join(c.ListenAddrs(), ","), "-t", "t",
 				"-X", "linger.ms=60000", "-X", "batch.size=300")
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer stdin.Close()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
 			exited := false
 			defer func() {
 				if !exited {
@@ -92,6 +81,26 @@ func TestBinaryProduceSignal(t *testing.T) {
 	}
 }
 
+// startBinary starts bin with args, its stdin a pipe (closed when the
+// test ends) and its stderr collected; done receives cmd.Wait's result.
+func startBinary(t *testing.T, bin string, args ...string) (cmd *exec.Cmd, stdin io.WriteCloser, stderr *bytes.Buffer, done chan error) {
+	t.Helper()
+	cmd = exec.Command(bin, args...)
+	stderr = new(bytes.Buffer)
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close() })
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, stdin, stderr, done
+}
+
 // buildBinary builds the kprod command into a temporary directory.
 func buildBinary(t *testing.T) string {
 	t.Helper()
@@ -108,19 +117,7 @@ func buildBinary(t *testing.T) string {
 // shutdown still waits (here for a broker that does not exist).
 func TestBinarySecondSignal(t *testing.T) {
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "produce", "-b", testcluster.FreeAddr(t), "-t", "t", "-X", "max.block.ms=60000")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, stdin, stderr, done := startBinary(t, bin, "produce", "-b", testcluster.FreeAddr(t), "-t", "t", "-X", "max.block.ms=60000")
 	if _, err := stdin.Write([]byte("a\n")); err != nil {
 		t.Fatal(err)
 	}
