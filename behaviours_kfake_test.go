@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -192,5 +193,55 @@ func TestCloseEndedCtxNothingPending(t *testing.T) {
 	cancel()
 	if err := p.Close(ended); err != nil {
 		t.Fatalf("Close(ended ctx) with nothing pending: %v, want nil", err)
+	}
+}
+
+// A partition's callbacks run in offset order also when its batches fail
+// together: in flight past delivery.timeout.ms, or in flight and queued
+// when Close's ctx has ended (before, the in-flight table's map order).
+func TestCallbackOrderWhenBatchesFailTogether(t *testing.T) {
+	for _, how := range []string{"delivery timeout", "forced close"} {
+		t.Run(how, func(t *testing.T) {
+			c := newFake(t, 1)
+			cfg := testConfig(c)
+			cfg.Linger = 0
+			cfg.BatchSize = 16 // one batch per record
+			cfg.RequestTimeout, cfg.DeliveryTimeout = 2*time.Second, 2*time.Second
+			p, err := NewProducer(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := ctxT(t, 20*time.Second)
+			if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+				t.Fatal(err)
+			}
+			holdRequests(t, c, kmsg.Produce)
+			var mu sync.Mutex
+			var order []int
+			var wg sync.WaitGroup
+			const n = 8 // 5 in flight, 3 queued behind them
+			for i := range n {
+				wg.Add(1)
+				p.Send(ctx, &Record{Topic: "t", Value: make([]byte, 64)}, func(*Record, error) {
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					wg.Done()
+				})
+			}
+			waitInFlight(t, p, 5)
+			if how == "forced close" {
+				ended, cancel := context.WithCancel(context.Background())
+				cancel()
+				p.Close(ended)
+			}
+			wg.Wait()
+			p.Close(ctx)
+			for i, v := range order {
+				if v != i {
+					t.Fatalf("callbacks ran in the order %v, want 0..%d", order, n-1)
+				}
+			}
+		})
 	}
 }

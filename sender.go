@@ -2,10 +2,12 @@ package kprod
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -140,14 +142,16 @@ func (s *sender) run() {
 		}
 		if forced {
 			forceCh = nil // likewise: the results of what is in flight wake the loop
-			s.abortQueued(func(b *batch) error {
-				return fmt.Errorf("%w: %s[%d] was still buffered when the producer was closed", kerr.ErrAborted, b.q.topic.name, b.q.partition)
-			})
 			if s.inflight == 0 {
+				s.abortQueued(func(b *batch) error {
+					return fmt.Errorf("%w: %s[%d] was still buffered when the producer was closed", kerr.ErrAborted, b.q.topic.name, b.q.partition)
+				})
 				return
 			}
 			// Closing the connections fails what is in flight; those
-			// results come back through handleResults.
+			// results come back through handleResults. What is queued is
+			// newer: it fails after them, so that each partition's
+			// callbacks keep their order.
 			s.p.cl.Close()
 		} else {
 			canDrain := true
@@ -161,6 +165,10 @@ func (s *sender) run() {
 					s.abortQueued(func(*batch) error { return err })
 				}
 			}
+			// In-flight batches expire before the queued ones, which
+			// are newer, so that a partition's callbacks keep their
+			// order (sendReady expires what is queued).
+			inflightNext := s.expireInFlight(now)
 			next, sent := s.sendReady(now, closing, canDrain)
 			if s.idemOn && (!canDrain || s.idem.bumpNeeded) && s.idem.retryAt.After(now) && (next.IsZero() || s.idem.retryAt.Before(next)) {
 				next = s.idem.retryAt // InitProducerId again
@@ -168,7 +176,7 @@ func (s *sender) run() {
 			if s.idemOn && s.idem.bumpNeeded && s.idem.have && s.idem.fatal == nil && !s.idem.retryAt.After(now) && s.bumpReady() {
 				next = now // a partition asked for a bump during this round: bump on the next
 			}
-			if t := s.expireInFlight(now); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			if t := inflightNext; !t.IsZero() && (next.IsZero() || t.Before(next)) {
 				next = t
 			}
 			if closing && s.inflight == 0 && !s.p.acc.hasIncomplete() {
@@ -739,6 +747,7 @@ func (s *sender) expireInFlight(now time.Time) (next time.Time) {
 		return s.inFlightNext // no deadline has passed yet
 	}
 	defer func() { s.inFlightNext = next }()
+	var expired []*batch
 	for b := range s.inFlightB {
 		deadline := b.created.Add(s.p.cfg.DeliveryTimeout)
 		if now.Before(deadline) {
@@ -747,6 +756,12 @@ func (s *sender) expireInFlight(now time.Time) (next time.Time) {
 			}
 			continue
 		}
+		expired = append(expired, b)
+	}
+	// In creation order (the map has none), so that each partition's
+	// callbacks run in offset order.
+	slices.SortFunc(expired, func(a, b *batch) int { return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.seq, b.seq)) })
+	for _, b := range expired {
 		delete(s.inFlightB, b)
 		cause := b.lastErr
 		if cause == nil {

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -424,7 +426,11 @@ func (c *Conn) closeWith(err error) {
 
 // fail kills the connection once: every request in flight fails with err
 // (exactly once, because it is taken out of the map here under mu).
-func (c *Conn) fail(err error) {
+func (c *Conn) fail(err error) { c.failWith(err, -1, nil) }
+
+// failWith is fail, with the request of correlation id corr (if still in
+// flight) failing with its own error, cause, in its place in the order.
+func (c *Conn) failWith(err error, corr int32, cause error) {
 	c.mu.Lock()
 	if c.dead {
 		c.mu.Unlock()
@@ -438,8 +444,14 @@ func (c *Conn) fail(err error) {
 	close(c.done)
 	c.mu.Unlock()
 	c.nc.Close()
-	for _, p := range taken {
-		c.complete(p, nil, err)
+	// Oldest first (the map has no order), so that what the requests
+	// carry fails in the order it was sent.
+	for _, id := range slices.Sorted(maps.Keys(taken)) {
+		e := err
+		if id == corr && cause != nil {
+			e = cause
+		}
+		c.complete(taken[id], nil, e)
 	}
 }
 
@@ -564,9 +576,6 @@ func (c *Conn) write(p *pending, buf []byte) []byte {
 func (c *Conn) timeout(corr int32) {
 	c.mu.Lock()
 	p, ok := c.inflight[corr]
-	if ok {
-		delete(c.inflight, corr)
-	}
 	c.mu.Unlock()
 	if !ok {
 		return
@@ -574,11 +583,13 @@ func (c *Conn) timeout(corr int32) {
 	err := fmt.Errorf("%w: %s (key %d) to broker %d (%s) got no response within %v; the connection was closed",
 		kerr.ErrRequestTimeout, kmsg.NameForKey(p.req.Key()), p.req.Key(), c.nodeID, c.addr, c.cfg.RequestTimeout)
 	c.cfg.Logger.Debug("request timed out", "broker", c.nodeID, "addr", c.addr, "key", p.req.Key())
-	// Close first, then answer: closing waits for a write in progress,
-	// so once done runs nothing still reads the request's memory (a
-	// produce request's batches, which the sender may then reuse).
-	c.fail(fmt.Errorf("%w: another request on the connection timed out: %w", kerr.ErrConnectionLost, err))
-	c.complete(p, nil, err)
+	// The timed-out request fails in its place among the others, oldest
+	// first, so that what they carry fails in the order it was sent (two
+	// timers firing together: the first fails them all). failWith closes
+	// before it answers: closing waits for a write in progress, so once
+	// done runs nothing still reads a request's memory (a produce
+	// request's batches, which the sender may then reuse).
+	c.failWith(fmt.Errorf("%w: another request on the connection timed out: %w", kerr.ErrConnectionLost, err), corr, err)
 }
 
 func (c *Conn) readLoop() {
