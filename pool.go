@@ -39,6 +39,7 @@ type bufferPool struct {
 	freeBytes int64                 // bytes in free; guarded by mu
 	waiters   *list.List            // of *poolWaiter, in arrival order; guarded by mu
 	closed    bool                  // guarded by mu
+	refuse    error                 // while set, an allocation that would wait fails with it (refuseWaits); guarded by mu
 	waitTime  time.Duration         // bufferpool-wait-time; guarded by mu
 	exhausted counter               // buffer-exhausted-total/-rate: waits that ran out of max.block.ms
 
@@ -89,6 +90,10 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 		buf := p.takeLocked(size)
 		p.mu.Unlock()
 		return p.materialize(buf, size), nil
+	}
+	if err := p.refuse; err != nil {
+		p.mu.Unlock()
+		return nil, err
 	}
 	w := &poolWaiter{need: int64(size), ready: make(chan struct{})}
 	el := p.waiters.PushBack(w)
@@ -230,6 +235,28 @@ func (p *bufferPool) availableBytes() int64 {
 }
 
 // close fails every waiter with ErrClosed; later allocations fail too.
+// refuseWaits fails the allocations waiting for memory with err, and
+// those that would wait from now on, until allowWaits; allocations that
+// find memory free still succeed. AbortTransaction uses it: the Sends of
+// the transaction being aborted stop waiting (their records fail), so
+// that the abort, which frees the memory, need not wait for them.
+func (p *bufferPool) refuseWaits(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse = err
+	for p.waiters.Len() > 0 {
+		w := p.waiters.Remove(p.waiters.Front()).(*poolWaiter)
+		w.err = err
+		close(w.ready)
+	}
+}
+
+func (p *bufferPool) allowWaits() {
+	p.mu.Lock()
+	p.refuse = nil
+	p.mu.Unlock()
+}
+
 func (p *bufferPool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -90,6 +90,9 @@ type txnManager struct {
 	// acquiring counts the callers waiting in acquire (tests wait for a
 	// caller to get there).
 	acquiring atomic.Int32
+	// commits counts the CommitTransaction calls under way: Close lets
+	// them finish rather than abort their transaction.
+	commits atomic.Int32
 
 	mu     sync.Mutex
 	state  txnState
@@ -328,6 +331,14 @@ func (t *txnManager) initFailed(err error) error {
 		return fmt.Errorf("InitTransactions: transactional.id %q: %w; grant the ACL (WRITE on the transactional id, IDEMPOTENT_WRITE on the cluster) and call InitTransactions again", t.id, be)
 	case errorsIsFatal(err):
 		t.state, t.err = txnFatal, err
+	case errorsIsAbortable(err):
+		// There is no transaction to abort yet: the producer is still
+		// initializing, and only InitTransactions goes on.
+		var be *kerr.BrokerError
+		if errors.As(err, &be) {
+			return fmt.Errorf("InitTransactions: transactional.id %q: %w; the producer is not initialized yet: call InitTransactions again", t.id, be)
+		}
+		return fmt.Errorf("InitTransactions: %v; the producer is not initialized yet: call InitTransactions again", err)
 	}
 	return fmt.Errorf("InitTransactions: %w", err)
 }
@@ -487,6 +498,8 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 	if err := p.refuseInCallback("CommitTransaction", "the callbacks of the transaction's records"); err != nil {
 		return err
 	}
+	t.commits.Add(1)
+	defer t.commits.Add(-1)
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
 	defer cancel()
 	t.appendMu.Lock()
@@ -554,7 +567,14 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 }
 
 func (t *txnManager) beginAbort() error {
+	// A Send of the transaction waiting for memory holds appendMu for
+	// reading until it gets some, which in an outage only this abort
+	// frees: such Sends stop waiting (their records fail, as the
+	// transaction's unsent records do), so the abort takes appendMu at
+	// once. (Java's abort does not wait for its senders either.)
+	t.p.pool.refuseWaits(fmt.Errorf("%w: AbortTransaction was called while the record waited for buffer memory; send it again in the next transaction", kerr.ErrTransactionAborted))
 	t.appendMu.Lock()
+	t.p.pool.allowWaits()
 	defer t.appendMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -683,6 +703,17 @@ func (t *txnManager) failLocked(err error) {
 // closeAbort is Close's abort of a transaction left open, as the Java
 // client's close does: best effort, within ctx.
 func (t *txnManager) closeAbort(ctx context.Context) {
+	// A CommitTransaction under way finishes first (within Close's ctx;
+	// it is itself bounded by max.block.ms), as Java's close lets pending
+	// transactional requests complete: aborting under it would report
+	// its records delivered in a transaction that was then aborted.
+	for t.commits.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 	t.mu.Lock()
 	open := t.state == txnInTransaction || t.state == txnAbortable || t.state == txnAborting ||
 		(t.state == txnCommitting && !t.endSent)

@@ -1,0 +1,120 @@
+package kprod
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// AbortTransaction does not wait for a Send of the transaction that waits
+// for buffer memory (in an outage only the abort frees it): that Send
+// stops waiting and its record fails with ErrTransactionAborted.
+func TestTxnAbortNotBlockedBySendWaitingForMemory(t *testing.T) {
+	c := newFake(t, 4)
+	cfg := testConfig(c)
+	cfg.BufferMemory = 64 << 10
+	cfg.BatchSize = 16 << 10
+	cfg.MaxBlock = 10 * time.Second
+	p := beginTxn(t, c, cfg, "abort-memory", false)
+	open := holdRequests(t, c, kmsg.Produce)
+	ctx := ctxT(t, 30*time.Second)
+	for part := range int32(4) { // four batches: all of buffer.memory
+		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(part), nil)
+	}
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- p.SendSync(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(0)) }()
+	for deadline := time.Now().Add(10 * time.Second); p.Metrics().WaitingThreads == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the fifth Send did not wait for memory")
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_ = p.AbortTransaction(actx) // the records in flight are held: its ctx ends
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("AbortTransaction with a 300ms ctx took %v: it waited for the Send waiting for memory", el)
+	}
+	if err := <-sendErr; !errors.Is(err, ErrTransactionAborted) {
+		t.Errorf("the Send waiting for memory: %v, want ErrTransactionAborted", err)
+	}
+	open()
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatalf("AbortTransaction again: %v", err)
+	}
+}
+
+// Close lets a CommitTransaction under way finish (as Java's close lets
+// pending transactional requests complete) instead of aborting its
+// transaction under it.
+func TestTxnCloseLetsCommitFinish(t *testing.T) {
+	c := newFake(t, 3)
+	var mu sync.Mutex
+	var ends []bool
+	release, open := gate(t)
+	got := make(chan struct{}, 1)
+	c.ControlKey(int16(kmsg.EndTxn), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		ends = append(ends, r.(*kmsg.EndTxnRequest).Commit)
+		mu.Unlock()
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	p := beginTxn(t, c, testConfig(c), "close-commit", false)
+	wait := sendTxn(t, p, "t", 3, 5, "committed")
+	ctx := ctxT(t, 30*time.Second)
+	commitErr := make(chan error, 1)
+	go func() { commitErr <- p.CommitTransaction(ctx) }()
+	<-got // EndTxn(commit) sent and held
+	closeErr := make(chan error, 1)
+	go func() { closeErr <- p.Close(ctx) }()
+	time.Sleep(100 * time.Millisecond) // Close is under way, waiting
+	open()
+	if err := <-commitErr; err != nil {
+		t.Fatalf("CommitTransaction with Close under way: %v", err)
+	}
+	if err := <-closeErr; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if errs := wait(); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ends) != 1 || !ends[0] {
+		t.Errorf("EndTxn requests (commit?) %v, want the one commit", ends)
+	}
+}
+
+// An abortable error from InitProducerId leaves the producer initializing:
+// the error says to call InitTransactions again, not to abort (there is no
+// transaction yet), and calling it again works.
+func TestTxnInitAbortableSaysInitAgain(t *testing.T) {
+	c := newFake(t, 1)
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Err: fkerr.TransactionAbortable, Count: 1})
+	cfg := testConfig(c)
+	p := newTxnProducer(t, cfg, "init-abortable", false)
+	ctx := ctxT(t, 30*time.Second)
+	err := p.InitTransactions(ctx)
+	if err == nil {
+		t.Fatal("InitTransactions succeeded despite TRANSACTION_ABORTABLE")
+	}
+	if errors.Is(err, ErrTransactionAbortable) || !strings.Contains(err.Error(), "call InitTransactions again") {
+		t.Errorf("InitTransactions: %v; want no ErrTransactionAbortable, and to be told to call it again", err)
+	}
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatalf("InitTransactions again: %v", err)
+	}
+}
