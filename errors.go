@@ -79,4 +79,8 @@ var (
 	// ErrProducerFenced: a newer producer with the same
 	// transactional.id took over; fatal (it also wraps ErrFatal).
 	ErrProducerFenced = kerr.ErrProducerFenced
+	// ErrTransactionTimeout: InitTransactions, CommitTransaction or
+	// AbortTransaction ran out of its ctx or max.block.ms before the
+	// coordinator answered; the outcome is not known: call it again.
+	ErrTransactionTimeout = kerr.ErrTransactionTimeout
 )

@@ -96,6 +96,9 @@ func Example_transactions() {
 		err := p.SendOffsetsToTransaction(ctx, offsets, group)
 		if err == nil {
 			err = p.CommitTransaction(ctx)
+			for errors.Is(err, kprod.ErrTransactionTimeout) {
+				err = p.CommitTransaction(ctx) // the outcome was not known yet
+			}
 		}
 		switch {
 		case err == nil:

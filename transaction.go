@@ -19,7 +19,11 @@ import (
 //		p.BeginTransaction()
 //		p.Send(ctx, rec, cb) ...      // only inside a transaction
 //		p.SendOffsetsToTransaction(ctx, offsets, group) // consume-transform-produce
-//		if err := p.CommitTransaction(ctx); err != nil {
+//		err := p.CommitTransaction(ctx)
+//		for errors.Is(err, ErrTransactionTimeout) { // outcome not known yet
+//			err = p.CommitTransaction(ctx)
+//		}
+//		if err != nil {
 //			if errors.Is(err, ErrFatal) { close the producer }
 //			p.AbortTransaction(ctx)   // e.g. ErrTransactionAbortable
 //		}
@@ -314,7 +318,7 @@ func cutShort(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		why = "its ctx or max.block.ms ended"
 	}
-	return fmt.Errorf("%s: %w; %s before the coordinator answered: the outcome is not known yet, call %s again", op, err, why, op)
+	return fmt.Errorf("%s: %w: %w; %s before the coordinator answered: the outcome is not known yet, call %s again", op, kerr.ErrTransactionTimeout, err, why, op)
 }
 
 func (t *txnManager) initFailed(err error) error {

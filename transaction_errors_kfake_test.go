@@ -289,7 +289,7 @@ func TestTxnCommitCutShortSaysCallAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	err := p.CommitTransaction(ctx)
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrFatal) || errors.Is(err, ErrTransactionAbortable) ||
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrFatal) || errors.Is(err, ErrTransactionAbortable) ||
 		!strings.Contains(err.Error(), "call CommitTransaction again") {
 		t.Fatalf("CommitTransaction cut short: %v, want the ctx's error and 'call CommitTransaction again'", err)
 	}

@@ -32,4 +32,11 @@ var (
 	// close the producer (and make a new one if this process should go
 	// on producing with the id).
 	ErrProducerFenced = errors.New("kprod: producer fenced: the transactional.id has a newer epoch")
+
+	// ErrTransactionTimeout: InitTransactions, CommitTransaction or
+	// AbortTransaction did not finish within its ctx or max.block.ms
+	// (the coordinator did not answer in time: Java's TimeoutException).
+	// The outcome is not known yet: call the same method again, which
+	// goes on where it stopped. Not abortable, not fatal.
+	ErrTransactionTimeout = errors.New("kprod: transactional call not finished in time; call it again")
 )
