@@ -96,7 +96,7 @@ func Example_transactions() {
 		err := p.SendOffsetsToTransaction(ctx, offsets, group)
 		if err == nil {
 			err = p.CommitTransaction(ctx)
-			for errors.Is(err, kprod.ErrTransactionTimeout) {
+			for errors.Is(err, kprod.ErrTransactionTimeout) && ctx.Err() == nil {
 				err = p.CommitTransaction(ctx) // the outcome was not known yet
 			}
 		}

@@ -3,6 +3,7 @@ package kprod
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -109,7 +110,6 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 	select {
 	case <-w.ready:
 	case <-timer.C:
-		p.exhausted.add(time.Now(), 1)
 		cause = fmt.Errorf("%w: waited %v for %d bytes (buffer.memory %d bytes is in use by batches not yet delivered; is the cluster reachable? raise buffer.memory or max.block.ms)",
 			kerr.ErrBufferFull, maxBlock, size, p.total)
 	case <-ctx.Done():
@@ -130,6 +130,9 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 	}
 	if cause != nil {
 		p.mu.Unlock()
+		if errors.Is(cause, kerr.ErrBufferFull) {
+			p.exhausted.add(time.Now(), 1)
+		}
 		return nil, cause
 	}
 	buf := p.takeReservedLocked(size)

@@ -20,8 +20,8 @@ import (
 //		p.Send(ctx, rec, cb) ...      // only inside a transaction
 //		p.SendOffsetsToTransaction(ctx, offsets, group) // consume-transform-produce
 //		err := p.CommitTransaction(ctx)
-//		for errors.Is(err, ErrTransactionTimeout) { // outcome not known yet
-//			err = p.CommitTransaction(ctx)
+//		for errors.Is(err, ErrTransactionTimeout) && ctx.Err() == nil {
+//			err = p.CommitTransaction(ctx) // outcome not known yet
 //		}
 //		if err != nil {
 //			if errors.Is(err, ErrFatal) { close the producer }
@@ -314,11 +314,15 @@ func (t *txnManager) initDone(pid int64, epoch int16, v2 bool) error {
 // errors that are neither fatal nor abortable say the same: they were
 // retried until then.
 func cutShort(ctx context.Context, op string, err error) error {
-	why := "it was retried until its ctx or max.block.ms ended"
-	if ctx.Err() != nil {
-		why = "its ctx or max.block.ms ended"
+	if errors.Is(err, kerr.ErrClosed) {
+		// Close ended the producer: calling again cannot help.
+		return fmt.Errorf("%s: %w", op, err)
 	}
-	return fmt.Errorf("%s: %w: %w; %s before the coordinator answered: the outcome is not known yet, call %s again", op, kerr.ErrTransactionTimeout, err, why, op)
+	if ctx.Err() == nil {
+		// Not cut short: an error retried as far as it could be.
+		return fmt.Errorf("%s: %w; it was retried as long as it could be, and the outcome is not known: call %s again", op, err, op)
+	}
+	return fmt.Errorf("%s: %w: %w; its ctx or max.block.ms ended before the coordinator answered: the outcome is not known yet, call %s again", op, kerr.ErrTransactionTimeout, err, op)
 }
 
 func (t *txnManager) initFailed(err error) error {
@@ -342,6 +346,8 @@ func (t *txnManager) initFailed(err error) error {
 		if errors.As(err, &be) {
 			return fmt.Errorf("InitTransactions: transactional.id %q: %w; the producer is not initialized yet: call InitTransactions again", t.id, be)
 		}
+		// (Not wrapped: it wraps ErrTransactionAbortable, which would say
+		// to abort. Every abortable answer carries a BrokerError above.)
 		return fmt.Errorf("InitTransactions: %v; the producer is not initialized yet: call InitTransactions again", err)
 	}
 	return fmt.Errorf("InitTransactions: %w", err)
@@ -393,6 +399,10 @@ func (t *txnManager) checkSend(topic string) error {
 // one already failed, or the producer is closed, changes nothing.
 func (t *txnManager) sendFailed(r *Record, err error) {
 	if errors.Is(err, kerr.ErrTransactionState) || errors.Is(err, kerr.ErrClosed) ||
+		// A Send that an abort stopped (bufferPool.refuseWaits): its
+		// transaction is aborted already, and failing now could reach
+		// the next one.
+		errors.Is(err, kerr.ErrTransactionAborted) ||
 		errorsIsAbortable(err) || errorsIsFatal(err) ||
 		// A record refused for itself, as Java's ProducerRecord and
 		// serializers refuse it before the transaction sees it: the
@@ -504,6 +514,11 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 	}
 	t.commits.Add(1)
 	defer t.commits.Add(-1)
+	if p.closed.Load() {
+		// Close may have looked for running commits before this one
+		// counted itself: it may be aborting the transaction.
+		return fmt.Errorf("CommitTransaction: %w", kerr.ErrClosed)
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
 	defer cancel()
 	t.appendMu.Lock()

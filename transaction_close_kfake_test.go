@@ -3,6 +3,7 @@ package kprod
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -116,5 +117,42 @@ func TestTxnInitAbortableSaysInitAgain(t *testing.T) {
 	}
 	if err := p.InitTransactions(ctx); err != nil {
 		t.Fatalf("InitTransactions again: %v", err)
+	}
+}
+
+// ErrTransactionTimeout means "cut short by the ctx or max.block.ms, call
+// again": not for a producer that was closed, nor for an error that ended
+// the retries by itself (a loop on it would spin).
+func TestCutShortTimeoutOnlyWhenCtxEnded(t *testing.T) {
+	live := context.Background()
+	ended, cancel := context.WithCancel(live)
+	cancel()
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		ctx     context.Context
+		err     error
+		timeout bool
+	}{
+		{ended, boom, true},
+		{live, boom, false},
+		{ended, fmt.Errorf("x: %w", ErrClosed), false},
+		{live, fmt.Errorf("x: %w", ErrClosed), false},
+	} {
+		err := cutShort(tc.ctx, "CommitTransaction", tc.err)
+		if errors.Is(err, ErrTransactionTimeout) != tc.timeout || !errors.Is(err, tc.err) {
+			t.Errorf("cutShort(ctx ended %v, %v) = %v; want ErrTransactionTimeout %v, wrapping the error", tc.ctx.Err() != nil, tc.err, err, tc.timeout)
+		}
+	}
+}
+
+// A Send that an abort stopped (ErrTransactionAborted) reports its failure
+// after the abort released appendMu, possibly once the next transaction
+// began: that failure must not make the next transaction abortable.
+func TestAbortedSendDoesNotFailNextTransaction(t *testing.T) {
+	c := newFake(t, 1)
+	p := beginTxn(t, c, testConfig(c), "late-failure", false)
+	p.txn.sendFailed(&Record{Topic: "t"}, fmt.Errorf("stopped: %w", ErrTransactionAborted))
+	if err := p.CommitTransaction(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatalf("CommitTransaction after a late failure of an aborted Send: %v", err)
 	}
 }
