@@ -245,3 +245,74 @@ func TestCallbackOrderWhenBatchesFailTogether(t *testing.T) {
 		})
 	}
 }
+
+// Callback order holds also when an older batch's retry waits in the
+// deque (its backoff not over) while a newer batch is in flight, and both
+// pass delivery.timeout.ms before the sender looks again (here a slow
+// callback of another partition holds it past both deadlines).
+func TestCallbackOrderRetryQueuedBehindInFlight(t *testing.T) {
+	c := newFake(t, 2)
+	var produces atomic.Int32
+	release, open := gate(t)
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := r.(*kmsg.ProduceRequest)
+		if len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 || req.Topics[0].Partitions[0].Partition != 0 {
+			return nil, nil, false // partition 1: served
+		}
+		if produces.Add(1) > 1 { // partition 0's second batch: held
+			c.SleepControl(func() { <-release })
+			return nil, nil, false
+		}
+		// Its first: refused once the second is in flight too, and
+		// retried after a long backoff.
+		c.SleepControl(func() { time.Sleep(300 * time.Millisecond) })
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		resp.SetVersion(req.GetVersion())
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = req.Topics[0].Topic
+		sp := kmsg.NewProduceResponseTopicPartition()
+		sp.ErrorCode = fkerr.NotEnoughReplicas.Code
+		st.Partitions = append(st.Partitions, sp)
+		resp.Topics = append(resp.Topics, st)
+		return resp, nil, true
+	})
+	cfg := testConfig(c)
+	no := false
+	cfg.EnableIdempotence = &no
+	cfg.Linger = 0
+	cfg.BatchSize = 16 // one batch per record
+	cfg.RetryBackoff, cfg.RetryBackoffMax = 10*time.Second, 10*time.Second
+	cfg.RequestTimeout, cfg.DeliveryTimeout = 2*time.Second, 2*time.Second
+	p := newTestProducer(t, cfg)
+	defer open()
+	ctx := ctxT(t, 20*time.Second)
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range 2 {
+		wg.Add(1)
+		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 64)}).ToPartition(0), func(*Record, error) {
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			wg.Done()
+		})
+		if i == 0 {
+			waitInFlight(t, p, 1) // the second goes while the first is unanswered
+		}
+	}
+	// At 1.8 s a record for partition 1, whose callback holds the sender
+	// (callbacks run on it) until both deadlines of partition 0 passed.
+	time.Sleep(time.Until(start.Add(1800 * time.Millisecond)))
+	wg.Add(1)
+	p.Send(ctx, (&Record{Topic: "t", Value: []byte("slow")}).ToPartition(1), func(*Record, error) {
+		time.Sleep(time.Until(start.Add(2600 * time.Millisecond)))
+		wg.Done()
+	})
+	wg.Wait()
+	if len(order) != 2 || order[0] != 0 {
+		t.Fatalf("callbacks ran in the order %v, want [0 1]", order)
+	}
+}

@@ -142,16 +142,19 @@ func (s *sender) run() {
 		}
 		if forced {
 			forceCh = nil // likewise: the results of what is in flight wake the loop
+			buffered := func(b *batch) error {
+				return fmt.Errorf("%w: %s[%d] was still buffered when the producer was closed", kerr.ErrAborted, b.q.topic.name, b.q.partition)
+			}
 			if s.inflight == 0 {
-				s.abortQueued(func(b *batch) error {
-					return fmt.Errorf("%w: %s[%d] was still buffered when the producer was closed", kerr.ErrAborted, b.q.topic.name, b.q.partition)
-				})
+				s.abortQueued(buffered)
 				return
 			}
 			// Closing the connections fails what is in flight; those
 			// results come back through handleResults. What is queued is
-			// newer: it fails after them, so that each partition's
-			// callbacks keep their order.
+			// newer, but for retries waiting for their backoff: those go
+			// first, the rest after, so that each partition's callbacks
+			// keep their order.
+			s.abortOlderQueued(buffered)
 			s.p.cl.Close()
 		} else {
 			canDrain := true
@@ -662,6 +665,12 @@ func (s *sender) retryOrFail(b *batch, now time.Time, cause error, retriable boo
 		s.complete(b, -1, -1, -1, fmt.Errorf("%w: the producer was closed before the broker acknowledged it (last error: %w)", kerr.ErrAborted, cause))
 	case !retriable:
 		s.complete(b, -1, -1, -1, cause)
+	case now.Sub(b.created) >= p.cfg.DeliveryTimeout && s.olderQueued(b):
+		// An older batch's retry waits in the deque: this one expires
+		// there too, after it (sendReady), so that callbacks keep their
+		// order.
+		b.lastErr = cause
+		s.requeue(b)
 	case now.Sub(b.created) >= p.cfg.DeliveryTimeout:
 		s.complete(b, -1, -1, -1, s.timeoutErr(b, now, cause))
 	case b.attempts >= p.cfg.Retries:
@@ -756,6 +765,12 @@ func (s *sender) expireInFlight(now time.Time) (next time.Time) {
 			}
 			continue
 		}
+		if s.olderQueued(b) {
+			// A retry of an older batch waits in the deque: it expires
+			// first (sendReady, this round), this one on the next.
+			next = now
+			continue
+		}
 		expired = append(expired, b)
 	}
 	// In creation order (the map has none), so that each partition's
@@ -770,6 +785,48 @@ func (s *sender) expireInFlight(now time.Time) (next time.Time) {
 		s.complete(b, -1, -1, -1, s.timeoutErr(b, now, cause))
 	}
 	return next
+}
+
+// older reports whether batch a was created before batch b of the same
+// partition (the parts of a split batch share its id, and follow its
+// sequence order).
+func older(a, b *batch) bool { return a.id < b.id || a.id == b.id && a.seq < b.seq }
+
+// olderQueued reports whether b's partition has a batch older than b
+// waiting in its deque: a retry, put back at the front.
+func (s *sender) olderQueued(b *batch) bool {
+	q := b.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.batches) > 0 && older(q.batches[0], b)
+}
+
+// abortOlderQueued fails the queued batches older than every batch of
+// their partition in flight (retries waiting for their backoff), before
+// a forced close fails what is in flight: each partition's callbacks then
+// run oldest first.
+func (s *sender) abortOlderQueued(why func(*batch) error) {
+	oldest := map[*partq]*batch{}
+	for b := range s.inFlightB {
+		if o, ok := oldest[b.q]; !ok || older(b, o) {
+			oldest[b.q] = b
+		}
+	}
+	for q, o := range oldest {
+		q.mu.Lock()
+		var bs []*batch
+		for len(q.batches) > 0 && older(q.batches[0], o) {
+			b := q.batches[0]
+			b.full = true
+			q.batches[0] = nil
+			q.batches = q.batches[1:]
+			bs = append(bs, b)
+		}
+		q.mu.Unlock()
+		for _, b := range bs {
+			s.complete(b, -1, -1, -1, why(b))
+		}
+	}
 }
 
 // abortQueued fails every batch still in a deque (Close's ctx ended, or
