@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"regexp"
 	"strconv"
@@ -14,43 +13,6 @@ import (
 	"github.com/kprod/kprod"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// TestProduceInterruptedExits130: produce exited 0 after SIGINT although
-// it had stopped reading stdin early; perf exits 130.
-func TestProduceInterruptedExits130(t *testing.T) {
-	c := newTestCluster(t, 1, "t")
-	pr, pw := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	type result struct {
-		code   int
-		stderr string
-	}
-	done := make(chan result, 1)
-	go func() {
-		code, _, stderr := runCLI(ctx, pr, "produce", "-b", c.ListenAddrs()[0], "-t", "t")
-		done <- result{code, stderr}
-	}()
-	for i := range 5 {
-		if _, err := fmt.Fprintf(pw, "v%d\n", i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	time.Sleep(100 * time.Millisecond)
-	cancel() // what main does on SIGINT/SIGTERM
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not return after the interrupt")
-	}
-	if r.code != exitInterrupted {
-		t.Errorf("exit %d, want %d (interrupted)\nstderr: %s", r.code, exitInterrupted, r.stderr)
-	}
-	if !strings.Contains(r.stderr, "5 records sent, 0 failed (interrupted: stopped reading stdin)") {
-		t.Errorf("stderr lacks the summary with the note:\n%s", r.stderr)
-	}
-}
 
 var summaryRE = regexp.MustCompile(`(\d+) records sent, (\d+) failed(?:, (\d+) not sent)?`)
 
