@@ -100,17 +100,22 @@ func (m Metrics) Map() map[string]float64 {
 		"metadata-age": m.MetadataAge,
 	}
 	for t, tm := range m.Topics {
-		for k, v := range map[string]float64{
-			"record-send-rate": tm.RecordSendRate, "record-send-total": float64(tm.RecordSendTotal),
-			"byte-rate": tm.ByteRate, "byte-total": float64(tm.ByteTotal),
-			"compression-rate":  tm.CompressionRateAvg,
-			"record-retry-rate": tm.RecordRetryRate, "record-retry-total": float64(tm.RecordRetryTotal),
-			"record-error-rate": tm.RecordErrorRate, "record-error-total": float64(tm.RecordErrorTotal),
-		} {
+		for k, v := range tm.Map() {
 			out[k+"{topic="+t+"}"] = v
 		}
 	}
 	return out
+}
+
+// Map returns the topic's metrics by their Java names.
+func (tm TopicMetrics) Map() map[string]float64 {
+	return map[string]float64{
+		"record-send-rate": tm.RecordSendRate, "record-send-total": float64(tm.RecordSendTotal),
+		"byte-rate": tm.ByteRate, "byte-total": float64(tm.ByteTotal),
+		"compression-rate":  tm.CompressionRateAvg,
+		"record-retry-rate": tm.RecordRetryRate, "record-retry-total": float64(tm.RecordRetryTotal),
+		"record-error-rate": tm.RecordErrorRate, "record-error-total": float64(tm.RecordErrorTotal),
+	}
 }
 
 // MetricNames returns the keys of Map in a stable order, for printing.

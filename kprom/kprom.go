@@ -33,8 +33,9 @@
 package kprom
 
 import (
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/kprod/kprod"
@@ -61,39 +62,11 @@ type Collector struct {
 }
 
 // Java names of the producer-level and per-topic metrics, sorted, taken
-// from kprod.Metrics.Map so that they follow metrics.go.
-var producerNames, topicNames = javaNames()
-
-// dummyTopic names the one topic javaNames and topicValues put in a
-// Metrics to learn the per-topic keys of Map ("<name>{topic=<topic>}").
-const dummyTopic = "t"
-
-var topicSuffix = "{topic=" + dummyTopic + "}"
-
-func javaNames() (producer, topic []string) {
-	for k := range (kprod.Metrics{}).Map() {
-		producer = append(producer, k)
-	}
-	withTopic := kprod.Metrics{Topics: map[string]kprod.TopicMetrics{dummyTopic: {}}}
-	for k := range withTopic.Map() {
-		if name, ok := strings.CutSuffix(k, topicSuffix); ok {
-			topic = append(topic, name)
-		}
-	}
-	sort.Strings(producer)
-	sort.Strings(topic)
-	return producer, topic
-}
-
-// topicValues returns tm's metrics by their Java names.
-func topicValues(tm kprod.TopicMetrics) map[string]float64 {
-	all := kprod.Metrics{Topics: map[string]kprod.TopicMetrics{dummyTopic: tm}}.Map()
-	out := make(map[string]float64, len(topicNames))
-	for _, name := range topicNames {
-		out[name] = all[name+topicSuffix]
-	}
-	return out
-}
+// from kprod's Map methods so that they follow metrics.go.
+var (
+	producerNames = slices.Sorted(maps.Keys(kprod.Metrics{}.Map()))
+	topicNames    = slices.Sorted(maps.Keys(kprod.TopicMetrics{}.Map()))
+)
 
 // NewCollector returns a collector for src, whose series carry
 // producer=name.
@@ -167,11 +140,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- pm
 		}
 	}
-	topics := make([]string, 0, len(m.Topics))
-	for t := range m.Topics {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
+	topics := slices.Sorted(maps.Keys(m.Topics))
 	seen := make(map[string]bool, len(topics))
 	for _, t := range topics {
 		label := validLabel(t)
@@ -179,7 +148,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			continue // another topic has the same label value once made valid
 		}
 		seen[label] = true
-		vals := topicValues(m.Topics[t])
+		vals := m.Topics[t].Map()
 		for _, d := range c.topic {
 			if pm, err := prometheus.NewConstMetric(d.desc, d.typ, vals[d.java], label); err == nil {
 				ch <- pm
