@@ -61,34 +61,32 @@ func (p *Producer) PartitionsFor(ctx context.Context, topic string) ([]Partition
 			mt = t
 		}
 	}
-	node := func(id int32) Node {
-		if b, ok := snap.Brokers[id]; ok {
-			return Node{ID: id, Host: b.Host, Port: b.Port, Rack: b.Rack}
-		}
-		return Node{ID: id, Port: -1}
-	}
-	nodes := func(ids []int32) []Node {
-		out := make([]Node, len(ids))
-		for i, id := range ids {
-			out[i] = node(id)
-		}
-		return out
-	}
 	out := make([]PartitionInfo, len(mt.Partitions))
 	for i, pt := range mt.Partitions {
-		out[i] = partitionInfo(topic, pt, snap, node, nodes)
+		out[i] = PartitionInfo{
+			Topic: topic, Partition: pt.ID, LeaderEpoch: pt.LeaderEpoch,
+			Replicas: nodes(snap, pt.Replicas), InSyncReplicas: nodes(snap, pt.ISR), OfflineReplicas: nodes(snap, pt.Offline),
+		}
+		if _, ok := snap.Brokers[pt.Leader]; ok {
+			n := node(snap, pt.Leader)
+			out[i].Leader = &n
+		}
 	}
 	return out, nil
 }
 
-func partitionInfo(topic string, pt cluster.Partition, snap *cluster.Snapshot, node func(int32) Node, nodes func([]int32) []Node) PartitionInfo {
-	pi := PartitionInfo{
-		Topic: topic, Partition: pt.ID, LeaderEpoch: pt.LeaderEpoch,
-		Replicas: nodes(pt.Replicas), InSyncReplicas: nodes(pt.ISR), OfflineReplicas: nodes(pt.Offline),
+// node is broker id as snap describes it.
+func node(snap *cluster.Snapshot, id int32) Node {
+	if b, ok := snap.Brokers[id]; ok {
+		return Node{ID: id, Host: b.Host, Port: b.Port, Rack: b.Rack}
 	}
-	if _, ok := snap.Brokers[pt.Leader]; ok {
-		n := node(pt.Leader)
-		pi.Leader = &n
+	return Node{ID: id, Port: -1}
+}
+
+func nodes(snap *cluster.Snapshot, ids []int32) []Node {
+	out := make([]Node, len(ids))
+	for i, id := range ids {
+		out[i] = node(snap, id)
 	}
-	return pi
+	return out
 }
