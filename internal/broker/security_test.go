@@ -19,17 +19,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// TestReauthenticationInBand: kfake grants 1s sessions; a connection
-// kept busy for 3.5s, with requests in flight whenever the writer stops
-// to re-authenticate, re-authenticates in band and loses nothing.
-func TestReauthenticationInBand(t *testing.T) {
+// scramCluster is a kfake cluster with SASL/SCRAM-SHA-256 sessions of
+// reauthMs, a test connection config, and the mechanism to log in with.
+func scramCluster(t *testing.T, reauthMs string) (*kfake.Cluster, *Config, sasl.Mechanism) {
+	t.Helper()
 	c := newCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "admin", "pw"),
-		kfake.BrokerConfigs(map[string]string{"connections.max.reauth.ms": "1000"}))
-	cfg := testConfig()
+		kfake.BrokerConfigs(map[string]string{"connections.max.reauth.ms": reauthMs}))
 	m, err := sasl.NewScram("SCRAM-SHA-256", "admin", "pw")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, testConfig(), m
+}
+
+// TestReauthenticationInBand: kfake grants 1s sessions; a connection
+// kept busy for 3.5s, with requests in flight whenever the writer stops
+// to re-authenticate, re-authenticates in band and loses nothing.
+func TestReauthenticationInBand(t *testing.T) {
+	c, cfg, m := scramCluster(t, "1000")
 	cfg.SASL = m
 	conn := dialTest(t, c.ListenAddrs()[0], cfg)
 	if conn.reauth.IsZero() {
@@ -201,13 +208,7 @@ func (f *flakyStart) Start(ctx context.Context) (sasl.Session, []byte, error) {
 // before the session ends (Java keeps its credential when a refresh
 // fails); before, the connection was closed and what was queued failed.
 func TestReauthenticationTokenSourceFails(t *testing.T) {
-	c := newCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "admin", "pw"),
-		kfake.BrokerConfigs(map[string]string{"connections.max.reauth.ms": "2000"}))
-	cfg := testConfig()
-	m, err := sasl.NewScram("SCRAM-SHA-256", "admin", "pw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cfg, m := scramCluster(t, "2000")
 	flaky := &flakyStart{Mechanism: m, fail: map[int32]bool{2: true}} // the first re-authentication
 	cfg.SASL = flaky
 	conn := dialTest(t, c.ListenAddrs()[0], cfg)
