@@ -91,6 +91,10 @@ type txnManager struct {
 	// sem serializes requests to coordinators (one at a time, as the
 	// Java client does): capacity 1, held across one operation's retries.
 	sem chan struct{}
+	// late is the last coordinator request given up on while on the wire
+	// (its ctx ended), closed once it is over there; guarded by sem. The
+	// next request waits for it (awaitLate).
+	late <-chan struct{}
 	// acquiring counts the callers waiting in acquire (tests wait for a
 	// caller to get there).
 	acquiring atomic.Int32

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,5 +155,81 @@ func TestAbortedSendDoesNotFailNextTransaction(t *testing.T) {
 	p.txn.sendFailed(&Record{Topic: "t"}, fmt.Errorf("stopped: %w", ErrTransactionAborted))
 	if err := p.CommitTransaction(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatalf("CommitTransaction after a late failure of an aborted Send: %v", err)
+	}
+}
+
+// A TxnOffsetCommit that SendOffsetsToTransaction gave up on (its ctx
+// ended) is still on the wire to the group coordinator: the abort's
+// EndTxn, sent to another broker, must wait for its answer rather than
+// overtake it, as Java's one-request-at-a-time sender does.
+func TestTxnAbortWaitsForOffsetsCutShort(t *testing.T) {
+	for _, proto := range txnProtocols {
+		t.Run(proto.name, func(t *testing.T) {
+			c := newFake(t, 3)
+			p := beginTxn(t, c, testConfig(c), "late-offsets", proto.v1)
+			ctx := ctxT(t, 30*time.Second)
+			// A group whose coordinator is not the transaction's, so that
+			// the two requests travel on different connections.
+			group := ""
+			for i := range 50 {
+				g := fmt.Sprintf("g%d", i)
+				if err := p.txn.acquire(ctx); err != nil {
+					t.Fatal(err)
+				}
+				br, _, err := p.txn.coordinator(ctx, coordGroup, g)
+				p.txn.release()
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.txn.mu.Lock()
+				txnCoord := p.txn.coord
+				p.txn.mu.Unlock()
+				if br.ID() != txnCoord {
+					group = g
+					break
+				}
+			}
+			if group == "" {
+				t.Fatal("no group with a coordinator other than the transaction's among 50")
+			}
+
+			release := make(chan struct{})
+			var answered, endTxnEarly atomic.Bool
+			c.ControlKey(int16(kmsg.TxnOffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				c.SleepControl(func() { <-release })
+				answered.Store(true)
+				return nil, nil, false
+			})
+			c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if !answered.Load() {
+					endTxnEarly.Store(true)
+				}
+				return nil, nil, false
+			})
+
+			offs := map[string]map[int32]Offset{"t": {0: {Offset: 3, LeaderEpoch: -1}}}
+			short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			err := p.SendOffsetsToTransaction(short, offs, NewGroupMetadata(group))
+			cancel()
+			if !errors.Is(err, ErrTransactionAbortable) {
+				t.Fatalf("SendOffsetsToTransaction cut short: %v; want ErrTransactionAbortable", err)
+			}
+			aborted := make(chan error, 1)
+			go func() { aborted <- p.AbortTransaction(ctx) }()
+			select {
+			case err := <-aborted:
+				t.Fatalf("AbortTransaction returned (%v) while the TxnOffsetCommit it must not overtake was unanswered", err)
+			case <-time.After(300 * time.Millisecond):
+			}
+			close(release)
+			if err := <-aborted; err != nil {
+				t.Fatalf("AbortTransaction: %v", err)
+			}
+			if endTxnEarly.Load() {
+				t.Fatal("EndTxn reached the transaction coordinator before the TxnOffsetCommit was answered")
+			}
+		})
 	}
 }

@@ -221,7 +221,13 @@ func (t *txnManager) call(ctx context.Context, kind int8, key, op string, build 
 			lastErr, soon = err, false
 			continue
 		}
-		resp, err := br.Do(ctx, req)
+		if err := t.awaitLate(ctx); err != nil {
+			return fmt.Errorf("%s: %w (waiting for the answer to an earlier request that was cut short, so as not to overtake it)", op, err)
+		}
+		resp, late, err := br.DoTracked(ctx, req)
+		if late != nil {
+			t.late = late
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("%s: %w (last error: %w)", op, ctx.Err(), err)
@@ -247,6 +253,29 @@ func (t *txnManager) call(ctx context.Context, kind int8, key, op string, build 
 			t.forget(kind, key)
 		}
 		lastErr, soon = err, step == stepRetrySoon
+	}
+}
+
+// awaitLate waits until the last request given up on while on the wire is
+// over (answered, timed out, or failed with its connection), so that the
+// next one cannot overtake it: the Java client, too, sends one
+// transactional request at a time, the next after the previous one's
+// response. Otherwise an abort's EndTxn could reach the transaction
+// coordinator before a TxnOffsetCommit that SendOffsetsToTransaction gave
+// up on reaches the group coordinator, another broker; with transactions
+// v1 (no new epoch per transaction) a broker that does not verify the
+// transaction (KIP-890) could then keep those offsets pending into the
+// producer's next transaction. The caller holds sem.
+func (t *txnManager) awaitLate(ctx context.Context) error {
+	if t.late == nil {
+		return nil
+	}
+	select {
+	case <-t.late:
+		t.late = nil
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

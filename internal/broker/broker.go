@@ -167,6 +167,15 @@ func (b *Broker) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error
 	return c.Do(ctx, req)
 }
 
+// DoTracked is Do with Conn.DoTracked's channel for a request given up on.
+func (b *Broker) DoTracked(ctx context.Context, req kmsg.Request) (kmsg.Response, <-chan struct{}, error) {
+	c, err := b.Connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.DoTracked(ctx, req)
+}
+
 // Connect returns the live connection, dialing (or waiting for the dial
 // under way) if there is none.
 func (b *Broker) Connect(ctx context.Context) (*Conn, error) {

@@ -323,26 +323,37 @@ func (c *Conn) Dead() bool {
 // ctx. A ctx that ends after the request was written does not cancel it on
 // the wire (Kafka has no cancel); the response is then discarded.
 func (c *Conn) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	resp, _, err := c.DoTracked(ctx, req)
+	return resp, err
+}
+
+// DoTracked is Do that also says when a request it gave up on is over:
+// if ctx ended after req was handed to the connection, it returns ctx's
+// error and a channel that is closed once the request is answered, times
+// out or fails with its connection (within request.timeout.ms). A caller
+// whose next request must not overtake this one waits for it first.
+func (c *Conn) DoTracked(ctx context.Context, req kmsg.Request) (resp kmsg.Response, late <-chan struct{}, err error) {
 	select {
 	case c.slots <- struct{}{}:
 	case <-c.done:
-		return nil, c.deadErr()
+		return nil, nil, c.deadErr()
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	type result struct {
 		resp kmsg.Response
 		err  error
 	}
 	ch := make(chan result, 1)
-	if err := c.enqueue(req, false, func(r kmsg.Response, err error) { ch <- result{r, err} }); err != nil {
-		return nil, err
+	over := make(chan struct{})
+	if err := c.enqueue(req, false, func(r kmsg.Response, err error) { ch <- result{r, err}; close(over) }); err != nil {
+		return nil, nil, err
 	}
 	select {
 	case r := <-ch:
-		return r.resp, r.err
+		return r.resp, nil, r.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, over, ctx.Err()
 	}
 }
 
