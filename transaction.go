@@ -175,9 +175,17 @@ func (s txnState) String() string {
 type Offset struct {
 	Offset int64
 	// LeaderEpoch is the leader epoch of the last processed record, as
-	// the consumer saw it; 0 is a valid epoch, so set -1 if unknown.
+	// the consumer saw it; 0 is a valid epoch, so set -1 if unknown
+	// (NewOffset does): consumers that resume from a committed epoch
+	// check their position against it.
 	LeaderEpoch int32
 	Metadata    string
+}
+
+// NewOffset is the Offset of the next record to consume with no leader
+// epoch (-1) and no metadata, as Java's OffsetAndMetadata(offset).
+func NewOffset(offset int64) Offset {
+	return Offset{Offset: offset, LeaderEpoch: -1}
 }
 
 // GroupMetadata identifies the consumer group (and the member of it) whose

@@ -475,7 +475,7 @@ func TestTxnSendOffsetsKfake(t *testing.T) {
 					t.Fatal(err)
 				}
 				sent := sendTxn(t, p, "t", 1, 1, "o")
-				offs := map[string]map[int32]Offset{"t": {0: {Offset: offset, LeaderEpoch: -1, Metadata: "m"}, 2: {Offset: offset * 2, LeaderEpoch: -1}}}
+				offs := map[string]map[int32]Offset{"t": {0: {Offset: offset, LeaderEpoch: 0, Metadata: "m"}, 2: NewOffset(offset * 2)}}
 				if err := p.SendOffsetsToTransaction(ctx, offs, NewGroupMetadata(group)); err != nil {
 					t.Fatal(err)
 				}
@@ -492,8 +492,23 @@ func TestTxnSendOffsetsKfake(t *testing.T) {
 					}
 				}
 			}
+			var epochs sync.Map // partition → leader epoch sent
+			c.ControlKey(int16(kmsg.TxnOffsetCommit), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				for _, rt := range r.(*kmsg.TxnOffsetCommitRequest).Topics {
+					for _, rp := range rt.Partitions {
+						epochs.Store(rp.Partition, rp.LeaderEpoch)
+					}
+				}
+				return nil, nil, false
+			})
 			run(7, true)
 			run(9, false)
+			for part, want := range map[int32]int32{0: 0, 2: -1} { // NewOffset: no epoch
+				if got, _ := epochs.Load(part); got != want {
+					t.Errorf("TxnOffsetCommit sent leader epoch %v for partition %d, want %d", got, part, want)
+				}
+			}
 			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 			if err != nil {
 				t.Fatal(err)
