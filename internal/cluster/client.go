@@ -78,6 +78,9 @@ type Client struct {
 	unanswered   bool      // no broker answered the last refresh
 	toldToReboot bool      // a broker answered REBOOTSTRAP_REQUIRED
 	progressed   bool      // the last answer named a new leader epoch or topic
+	// dialableAt: every broker the last refresh tried was waiting out
+	// its reconnect backoff until at least then; zero if one was not.
+	dialableAt time.Time
 
 	trigger   chan struct{} // cap 1: a refresh is wanted
 	newTopic  chan struct{} // cap 1: a topic was added or revived: refresh without the backoff
@@ -409,9 +412,25 @@ func (c *Client) loop() {
 		case <-age.C:
 			same = 0
 		}
+		// No broker can be asked before the first one's reconnect
+		// backoff ends: a refresh would fail at once, so not even a new
+		// topic goes sooner (Java's leastLoadedNode finds no node then,
+		// and its client waits for one to become dialable). A Send
+		// waiting for a new topic would otherwise spin here.
+		if wait := time.Until(c.dialableAt); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-c.quit:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
 		// A new topic is asked for at once, as Java's
-		// requestUpdateForNewTopics does.
-		if wait := broker.Backoff(c.cfg.RetryBackoff, c.cfg.RetryBackoffMax, max(failures, same-1, 0)) - time.Since(last); wait > 0 && !last.IsZero() {
+		// requestUpdateForNewTopics does. The backoff after n failures
+		// in a row, or n+1 answers that brought nothing new, is Java's
+		// retry.backoff.ms × 2^(n-1).
+		if wait := broker.Backoff(c.cfg.RetryBackoff, c.cfg.RetryBackoffMax, max(failures-1, same-1, 0)) - time.Since(last); wait > 0 && !last.IsZero() {
 			t := time.NewTimer(wait)
 			select {
 			case <-c.quit:
@@ -531,10 +550,21 @@ func (c *Client) refresh() error {
 			continue
 		}
 		c.progressed = c.install(mr)
-		c.failingSince, c.unanswered, c.toldToReboot = time.Time{}, false, false
+		c.failingSince, c.unanswered, c.toldToReboot, c.dialableAt = time.Time{}, false, false, time.Time{}
 		return nil
 	}
 	c.unanswered = !answered
+	c.dialableAt = time.Time{}
+	for b := range tried {
+		until := b.BackoffUntil()
+		if !until.After(time.Now()) {
+			c.dialableAt = time.Time{}
+			break
+		}
+		if c.dialableAt.IsZero() || until.Before(c.dialableAt) {
+			c.dialableAt = until
+		}
+	}
 	if refused != nil {
 		// Not ErrMetadataTimeout, which is retriable: the first broker
 		// that refused us says why, and the others would say the same.

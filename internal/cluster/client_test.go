@@ -781,6 +781,23 @@ func keys[V any](m map[string]V) []string {
 // A topic used for the first time is asked for at once, not
 // retry.backoff.ms after the last refresh (Java's
 // requestUpdateForNewTopics).
+// A Send waiting for a new topic while no broker can be reached asks for
+// metadata once per reconnect backoff, not in a busy loop: a refresh
+// fails at once while every broker is backing off, and a new topic cuts
+// the refresh backoff, not the brokers' reconnect backoff.
+func TestWaitTopicUnreachablePaced(t *testing.T) {
+	cfg := testConfig(testcluster.FreeAddr(t))
+	cfg.Broker.ReconnectBackoff, cfg.Broker.ReconnectBackoffMax = 50*time.Millisecond, time.Second
+	c := newClient(t, cfg)
+	if _, err := c.WaitTopic(ctxFor(t, time.Second), "t"); !errors.Is(err, kerr.ErrMetadataTimeout) {
+		t.Fatalf("WaitTopic with no broker reachable: %v, want ErrMetadataTimeout", err)
+	}
+	// 50, 100, 200, 400 ms (±20%) apart: about 5 dials in the second.
+	if n := c.MetadataRequests(); n > 15 {
+		t.Errorf("%d Metadata attempts in 1s with the only broker unreachable, want one per reconnect backoff (about 5)", n)
+	}
+}
+
 func TestNewTopicRefreshesAtOnce(t *testing.T) {
 	kc := newCluster(t, kfake.SeedTopics(1, "t"))
 	cfg := testConfig(kc.ListenAddrs()...)
