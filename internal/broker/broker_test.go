@@ -347,3 +347,41 @@ func TestExponential(t *testing.T) {
 		t.Errorf("Jitter(1s) over 1000 draws in [%v, %v], want spread within [0.8s, 1.2s]", lo, hi)
 	}
 }
+
+// The idle close and a request accepted at the same moment: the request is
+// either refused (TrySend false, nothing sent) or written, never accepted
+// and then failed unwritten as idle, which would cost a record with
+// retries=0 and a retry backoff otherwise.
+func TestIdleCloseNeverFailsAcceptedRequest(t *testing.T) {
+	kc := newCluster(t)
+	cfg := testConfig()
+	cfg.IdleTimeout = 3 * time.Millisecond
+	cfg.ReconnectBackoff, cfg.ReconnectBackoffMax = time.Millisecond, time.Millisecond
+	b := NewBroker(0, kc.ListenAddrs()[0], cfg)
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	accepted, idleFailed := 0, 0
+	for i := 0; i < 600 && ctx.Err() == nil; i++ {
+		c, err := b.Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Around the idle deadline: 2 to 4 ms after the last use.
+		time.Sleep(2*time.Millisecond + time.Duration(i%9)*250*time.Microsecond)
+		done := make(chan error, 1)
+		if !c.TrySend(metadataReq(), false, func(_ kmsg.Response, err error) { done <- err }) {
+			continue
+		}
+		accepted++
+		if err := <-done; err != nil && strings.Contains(err.Error(), "idle") {
+			idleFailed++
+		}
+	}
+	if idleFailed > 0 {
+		t.Errorf("%d of %d accepted requests failed unwritten because the connection was closed as idle", idleFailed, accepted)
+	}
+	if accepted == 0 {
+		t.Error("no request accepted: the test did not test anything")
+	}
+}

@@ -441,11 +441,18 @@ func (c *Conn) fail(err error) { c.failWith(err, -1, nil) }
 
 // failWith is fail, with the request of correlation id corr (if still in
 // flight) failing with its own error, cause, in its place in the order.
-func (c *Conn) failWith(err error, corr int32, cause error) {
+func (c *Conn) failWith(err error, corr int32, cause error) { c.kill(err, corr, cause, false) }
+
+// kill is failWith; with onlyIdle it kills the connection only if no
+// request holds a slot, and reports whether it did. The check is under
+// mu, which enqueue takes: a request accepted (its slot taken) before it
+// is not failed unwritten, and one accepted after finds the connection
+// dead and is refused, so that the sender keeps its batches unsent.
+func (c *Conn) kill(err error, corr int32, cause error, onlyIdle bool) bool {
 	c.mu.Lock()
-	if c.dead {
+	if c.dead || (onlyIdle && len(c.slots) > 0) {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.dead = true
 	c.err = err
@@ -464,6 +471,7 @@ func (c *Conn) failWith(err error, corr int32, cause error) {
 		}
 		c.complete(taken[id], nil, e)
 	}
+	return true
 }
 
 func (c *Conn) lostErr(op string, err error) error {
@@ -489,10 +497,10 @@ func (c *Conn) writeLoop() {
 			buf = c.write(p, buf[:0])
 		case <-idleC:
 			since := time.Since(time.Unix(0, c.lastUsed.Load()))
-			if c.InFlight() == 0 && since >= c.cfg.IdleTimeout {
-				c.cfg.Logger.Debug("closing idle connection", "broker", c.nodeID, "addr", c.addr, "idle", since)
-				c.fail(fmt.Errorf("%w: connection to broker %d (%s) closed after %v idle (connections.max.idle.ms)",
-					kerr.ErrConnectionLost, c.nodeID, c.addr, c.cfg.IdleTimeout))
+			if c.InFlight() == 0 && since >= c.cfg.IdleTimeout &&
+				c.kill(fmt.Errorf("%w: connection to broker %d (%s) closed after %v idle (connections.max.idle.ms)",
+					kerr.ErrConnectionLost, c.nodeID, c.addr, c.cfg.IdleTimeout), -1, nil, true) {
+				c.cfg.Logger.Debug("closed idle connection", "broker", c.nodeID, "addr", c.addr, "idle", since)
 				continue
 			}
 			// Not idle: look again when it could be. With requests in
