@@ -246,8 +246,12 @@ func (b *Broker) startDialLocked() {
 		c, err := dialConn(b.ctx, b.id, b.addr, b.cfg, timeout)
 		b.mu.Lock()
 		b.dialing = nil
-		if err == nil && b.closed {
-			c.closeWith(b.closeErr)
+		if b.closed {
+			// Closed or retired while dialing: say so, not what the
+			// cancelled dial ran into.
+			if err == nil {
+				c.closeWith(b.closeErr)
+			}
 			c, err = nil, b.closeErr
 		}
 		if err != nil {

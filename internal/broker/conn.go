@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kprod/kprod/internal/sasl"
 	"github.com/kprod/kprod/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -154,7 +155,10 @@ func (c *Conn) setup(ctx context.Context) (phase string, err error) {
 // that trying again cannot fix are returned without ErrDial, so that they
 // are not retried (kerr.IsRetriable); everything else is ErrDial.
 func (c *Conn) setupError(ctx context.Context, phase string, timeout time.Duration, err error) error {
-	if err == nil || ctx.Err() != nil {
+	// A token source that outlasted the setup timeout is named as such,
+	// not as a broker that did not answer.
+	var source *sasl.SourceError
+	if (err == nil || ctx.Err() != nil) && !errors.As(err, &source) {
 		switch {
 		case phase == "TLS handshake":
 			err = transient{fmt.Errorf("%w: no answer to the TLS handshake within the setup timeout: %s", kerr.ErrTLS, hintPlaintextListener)}

@@ -226,3 +226,27 @@ func TestReauthenticationTokenSourceFails(t *testing.T) {
 		t.Errorf("%d re-authentications, %d Starts: the failed one was not tried again", n, flaky.n.Load())
 	}
 }
+
+// slowStart is a mechanism whose token source answers only when its ctx
+// ends, with the source's error, as a hung identity provider does.
+type slowStart struct{ sasl.Mechanism }
+
+func (slowStart) Start(ctx context.Context) (sasl.Session, []byte, error) {
+	<-ctx.Done()
+	return nil, nil, &sasl.SourceError{Err: ctx.Err()}
+}
+
+// A token source slower than the setup timeout is named in the error, not
+// taken for a broker that did not answer.
+func TestSetupTimeoutNamesTokenSource(t *testing.T) {
+	c, cfg, m := scramCluster(t, "0")
+	cfg.SASL = slowStart{m}
+	_, err := dialConn(context.Background(), 0, c.ListenAddrs()[0], cfg, 300*time.Millisecond)
+	var se *sasl.SourceError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "token source") {
+		t.Fatalf("dial with a token source slower than the setup timeout: %v; want it to wrap *sasl.SourceError and name the token source", err)
+	}
+	if !errors.Is(err, kerr.ErrDial) || strings.Contains(err.Error(), "is the broker up") {
+		t.Errorf("want ErrDial (tried again later), without blaming the broker: %v", err)
+	}
+}
