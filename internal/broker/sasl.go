@@ -175,8 +175,9 @@ func (c *Conn) maybeReauthenticate() bool {
 	}
 	start := time.Now()
 	// The token source is the only thing here that does not time out by
-	// itself (each request has request.timeout.ms).
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+	// itself (each request has request.timeout.ms). It is stopped too when
+	// the connection is closed, which waits for this goroutine.
+	ctx, cancel := context.WithTimeout(lifeCtx{c}, c.cfg.RequestTimeout)
 	defer cancel()
 	lifetime, err := c.authenticate(ctx, c.roundTripInline)
 	if err != nil {
@@ -206,6 +207,21 @@ func (c *Conn) maybeReauthenticate() bool {
 	c.cfg.Logger.Debug("SASL re-authenticated", "broker", c.nodeID, "addr", c.addr,
 		"mechanism", c.cfg.SASL.Name(), "session_lifetime", lifetime, "took", time.Since(start))
 	return true
+}
+
+// lifeCtx is a context that ends when its connection dies.
+type lifeCtx struct{ c *Conn }
+
+func (lifeCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (l lifeCtx) Done() <-chan struct{}     { return l.c.done }
+func (lifeCtx) Value(any) any               { return nil }
+func (l lifeCtx) Err() error {
+	select {
+	case <-l.c.done:
+		return context.Canceled
+	default:
+		return nil
+	}
 }
 
 // roundTripInline sends one request from the writer goroutine through

@@ -250,3 +250,42 @@ func TestSetupTimeoutNamesTokenSource(t *testing.T) {
 		t.Errorf("want ErrDial (tried again later), without blaming the broker: %v", err)
 	}
 }
+
+// hangingReauth is a mechanism whose token source hangs, until its ctx
+// ends, from its second call on: the first re-authentication.
+type hangingReauth struct {
+	sasl.Mechanism
+	n       atomic.Int32
+	hanging chan struct{}
+}
+
+func (h *hangingReauth) Start(ctx context.Context) (sasl.Session, []byte, error) {
+	if h.n.Add(1) == 1 {
+		return h.Mechanism.Start(ctx)
+	}
+	close(h.hanging)
+	<-ctx.Done()
+	return nil, nil, &sasl.SourceError{Err: ctx.Err()}
+}
+
+// Close does not wait request.timeout.ms for a token source that hangs in
+// a re-authentication: the source's ctx ends with the connection.
+func TestCloseStopsHangingReauthentication(t *testing.T) {
+	c, cfg, m := scramCluster(t, "1000")
+	h := &hangingReauth{Mechanism: m, hanging: make(chan struct{})}
+	cfg.SASL = h
+	cfg.RequestTimeout = 20 * time.Second
+	conn := dialTest(t, c.ListenAddrs()[0], cfg)
+	time.Sleep(time.Until(conn.reauth))
+	go func() { _, _ = conn.Do(context.Background(), metadataReq()) }() // the write re-authenticates first
+	select {
+	case <-h.hanging:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no re-authentication started")
+	}
+	start := time.Now()
+	conn.Close()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Close took %v behind a hanging token source (request.timeout.ms %v)", d, cfg.RequestTimeout)
+	}
+}
