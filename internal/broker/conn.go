@@ -631,9 +631,6 @@ func (c *Conn) readLoop() {
 		c.answered.Store(true)
 		c.mu.Lock()
 		p, ok := c.inflight[corr]
-		if ok {
-			delete(c.inflight, corr)
-		}
 		c.mu.Unlock()
 		if !ok {
 			// Either the request already timed out (then the connection
@@ -647,14 +644,21 @@ func (c *Conn) readLoop() {
 			// The broker answered something kprod cannot read: the
 			// connection cannot be trusted any more. As for a lost
 			// connection, the request fails retriably (the broker may
-			// have acted on it), and so does everything else in flight.
-			// Failed first, as a request timeout does: a request sent
-			// once this one completes must not go out on it.
+			// have acted on it), and so does everything else in flight,
+			// oldest first as always. Failed before it completes, as a
+			// request timeout does: a request sent once this one
+			// completes must not go out on it.
 			what := fmt.Sprintf("cannot decode its %s v%d response (%v)", kmsg.NameForKey(p.req.Key()), p.req.GetVersion(), err)
 			c.cfg.Logger.Warn("closing a connection: the broker's response could not be decoded", "broker", c.nodeID, "addr", c.addr, "err", what)
-			c.fail(c.lostErr("read", errors.New(what)))
-			c.complete(p, nil, c.lostErr("read", fmt.Errorf("%s; the request may have been acted on", what)))
+			c.failWith(c.lostErr("read", errors.New(what)), corr, c.lostErr("read", fmt.Errorf("%s; the request may have been acted on", what)))
 			return
+		}
+		c.mu.Lock()
+		_, ok = c.inflight[corr]
+		delete(c.inflight, corr)
+		c.mu.Unlock()
+		if !ok {
+			return // failed meanwhile (its timeout) with the connection
 		}
 		c.complete(p, resp, nil)
 	}

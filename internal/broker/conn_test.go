@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -572,5 +573,54 @@ func TestUndecodableResponse(t *testing.T) {
 	case <-c.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the connection stayed open after an undecodable response")
+	}
+}
+
+// An undecodable response fails its request and everything after it on
+// the connection oldest first, as a timeout does, so that what they carry
+// (a partition's batches) fails in the order it was sent.
+func TestUndecodableResponseFailsOldestFirst(t *testing.T) {
+	kc := newCluster(t)
+	written := make(chan struct{})
+	var n atomic.Int32
+	kc.ControlKey(int16(kmsg.Metadata), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		if n.Add(1) != 1 {
+			return nil, nil, false
+		}
+		hold(written) // until the second request is on the wire behind it
+		resp := kreq.ResponseKind()
+		resp.SetVersion(0) // unreadable, as above
+		return resp, nil, true
+	})
+	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		if !c.TrySend(metadataReq(), false, func(kmsg.Response, error) {
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			wg.Done()
+		}) {
+			t.Fatalf("request %d refused", i)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		both := len(c.inflight) == 2
+		c.mu.Unlock()
+		if both || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(written)
+	wg.Wait()
+	if !slices.Equal(order, []int{0, 1}) {
+		t.Errorf("requests failed in the order %v, want oldest first [0 1]", order)
 	}
 }
