@@ -170,6 +170,9 @@ type partq struct {
 	suspectEnd int64    // idempotence: a failed batch ended here, -1 none
 	ackedPID   int64    // idempotence: a batch of this producer id was acknowledged here (in any epoch), else -1
 	pending    []*batch // idempotence: batches with a sequence, not yet completed, by sequence
+	// parked: acknowledged batches whose callbacks wait for an older
+	// batch of the partition to settle (sender.succeed), oldest first.
+	parked []parkedAck
 	// idempotence: the producer id and epoch the sequences are numbered
 	// in (-1 before the first batch), and whether the partition waits
 	// for an epoch bump to renumber its batches.
@@ -228,6 +231,7 @@ type batch struct {
 	retryAt     time.Time
 	inFlight    bool // in a request not yet answered
 	completed   bool // callbacks have run
+	acked       bool // idempotence: counted as acknowledged; its callbacks wait (sender.succeed)
 	// parent is the batch this one is a part of (split.go); outstanding
 	// counts the parts of a split batch not yet complete. A split batch
 	// stays incomplete, for Flush, until its last part completes.

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -147,5 +151,74 @@ func TestCloseBoundsInitProducerIDWait(t *testing.T) {
 	}
 	if el := time.Since(start); el > 3*time.Second {
 		t.Fatalf("Close with a 200ms ctx took %v (waited for the InitProducerId)", el)
+	}
+}
+
+// With idempotence, a batch the broker wrote but answered with a retriable
+// error (NOT_ENOUGH_REPLICAS_AFTER_APPEND) is retried while the next batch,
+// pipelined behind it, is acknowledged first. The callbacks still run in
+// offset order: the second batch's wait until the first one's retry is
+// answered, or until a forced Close fails it.
+func TestIdempotentCallbacksInOrderAfterWrittenRetry(t *testing.T) {
+	for _, forced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("forced close %v", forced), func(t *testing.T) {
+			c := newFake(t, 1)
+			stop := stopAtCleanup(t)
+			cfg := testConfig(c)
+			for k, v := range map[string]string{"linger.ms": "0", "batch.size": "16", "retry.backoff.ms": "20"} {
+				if err := cfg.Set(k, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := newTestProducer(t, cfg)
+			ctx := ctxT(t, 30*time.Second)
+			if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+				t.Fatal(err) // the partition's first acknowledgement: it may pipeline now
+			}
+			var n atomic.Int32
+			retrying := make(chan struct{})
+			c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				switch n.Add(1) {
+				case 1: // the first batch waits until the second is on the wire
+					c.SleepControl(func() { time.Sleep(300 * time.Millisecond) })
+				case 3: // the first batch's retry
+					close(retrying)
+					if forced {
+						c.SleepControl(func() { sleepOrStop(20*time.Second, stop) })
+					}
+				}
+				return nil, nil, false
+			})
+			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.NotEnoughReplicasAfterAppend}) // written, then refused
+			var mu sync.Mutex
+			var order []string
+			var offsets []int64
+			var errs []error
+			var wg sync.WaitGroup
+			for _, v := range []string{"first", "second"} {
+				wg.Add(1)
+				p.Send(ctx, &Record{Topic: "t", Value: []byte(v)}, func(r *Record, err error) {
+					defer wg.Done()
+					mu.Lock()
+					order, offsets, errs = append(order, v), append(offsets, r.Offset), append(errs, err)
+					mu.Unlock()
+				})
+			}
+			if forced {
+				<-retrying
+				time.Sleep(50 * time.Millisecond) // the second's acknowledgement is handled
+				short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				defer cancel()
+				_ = p.Close(short)
+			}
+			wg.Wait()
+			if !slices.Equal(order, []string{"first", "second"}) {
+				t.Fatalf("callbacks in the order %v (offsets %v, errors %v), want first then second", order, offsets, errs)
+			}
+			if errs[1] != nil || (!forced && (errs[0] != nil || offsets[0] >= offsets[1])) || (forced && errs[0] == nil) {
+				t.Fatalf("offsets %v, errors %v: want both delivered in offset order, or (forced close) the first failed and the second delivered", offsets, errs)
+			}
+		})
 	}
 }

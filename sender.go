@@ -849,6 +849,14 @@ func (s *sender) abortQueued(why func(*batch) error) {
 // succeed completes a batch the broker acknowledged. A batch already
 // failed by delivery.timeout.ms while in flight was written after all: its
 // sequence still counts as acknowledged.
+//
+// With idempotence, a batch acknowledged while an older batch of its
+// partition is unsettled (retried after an error although the broker had
+// written it, e.g. NOT_ENOUGH_REPLICAS_AFTER_APPEND; the broker takes a
+// sequence only after the one before it) counts as acknowledged at once,
+// but its callbacks wait, parked, until the older batch completes, so
+// that the partition's callbacks keep their offset order. (Java runs
+// them at once, out of order.)
 func (s *sender) succeed(b *batch, baseOffset, logAppendTime int64) {
 	if b.completed {
 		if s.idemOn && b.seq != noSeq {
@@ -858,7 +866,39 @@ func (s *sender) succeed(b *batch, baseOffset, logAppendTime int64) {
 		s.p.acc.release(b)
 		return
 	}
+	q := b.q
+	if s.idemOn && b.seq != noSeq && len(q.pending) > 0 && older(q.pending[0], b) {
+		s.onBatchDone(b, nil)
+		b.acked = true
+		delete(s.inFlightB, b)
+		i, _ := slices.BinarySearchFunc(q.parked, b, func(pk parkedAck, b *batch) int {
+			return cmp.Or(cmp.Compare(pk.b.id, b.id), cmp.Compare(pk.b.seq, b.seq))
+		})
+		q.parked = slices.Insert(q.parked, i, parkedAck{b, baseOffset, logAppendTime, b.leaderEpoch})
+		return
+	}
 	s.complete(b, baseOffset, logAppendTime, b.leaderEpoch, nil)
+}
+
+// parkedAck is an acknowledged batch waiting for its callbacks (succeed).
+type parkedAck struct {
+	b                         *batch
+	baseOffset, logAppendTime int64
+	epoch                     int32
+}
+
+// unpark completes the parked batches of q that no unsettled batch is
+// older than, oldest first.
+func (s *sender) unpark(q *partq) {
+	for len(q.parked) > 0 {
+		pk := q.parked[0]
+		if len(q.pending) > 0 && older(q.pending[0], pk.b) {
+			return
+		}
+		q.parked[0] = parkedAck{}
+		q.parked = q.parked[1:]
+		s.complete(pk.b, pk.baseOffset, pk.logAppendTime, pk.epoch, nil)
+	}
 }
 
 // complete runs every callback of a batch, in offset order, and frees it.
@@ -883,7 +923,7 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 			s.forcedFails++
 		}
 	}
-	if s.idemOn {
+	if s.idemOn && !b.acked {
 		s.onBatchDone(b, err)
 	}
 	if err != nil && s.txn.on {
@@ -921,6 +961,9 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	s.p.acc.finish(b)
 	if !b.inFlight {
 		s.p.acc.release(b)
+	}
+	if len(b.q.parked) > 0 {
+		s.unpark(b.q)
 	}
 }
 
