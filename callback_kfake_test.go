@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -220,5 +222,41 @@ func TestIdempotentCallbacksInOrderAfterWrittenRetry(t *testing.T) {
 				t.Fatalf("offsets %v, errors %v: want both delivered in offset order, or (forced close) the first failed and the second delivered", offsets, errs)
 			}
 		})
+	}
+}
+
+// A callback that panics is logged; the other records' callbacks still
+// run, and Close returns (Java logs an exception thrown by a callback).
+func TestPanickingCallbackDoesNotStopOthers(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	var logs syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	var ran atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		p.Send(ctx, &Record{Topic: "t", Value: []byte{byte(i)}}, func(_ *Record, err error) {
+			defer wg.Done()
+			ran.Add(1)
+			if err != nil {
+				t.Errorf("record %d: %v", i, err)
+			}
+			if i == 3 {
+				panic("boom")
+			}
+		})
+	}
+	wg.Wait()
+	if n := ran.Load(); n != 10 {
+		t.Errorf("%d callbacks ran, want 10", n)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close after a panicking callback: %v", err)
+	}
+	if s := logs.String(); !strings.Contains(s, "callback panicked") || !strings.Contains(s, "boom") {
+		t.Errorf("the panic was not logged: %q", s)
 	}
 }

@@ -36,7 +36,9 @@
 // buffered records run on the producer's sender goroutine, those of one
 // partition in offset order, one at a time: they must not block. A record
 // that fails before it is buffered gets its callback on the caller's
-// goroutine before Send returns.
+// goroutine before Send returns. A callback that panics on the sender
+// goroutine is logged (at error level, with its stack), and the other
+// callbacks run on, as in Java.
 //
 // # Errors
 //

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -929,8 +930,35 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	if err != nil && s.txn.on {
 		s.txnBatchFailed(b, err)
 	}
+	for i := 0; i < len(b.recs); {
+		i = s.callbacks(b, i, baseOffset, logAppendTime, epoch, err)
+	}
+	s.p.acc.finish(b)
+	if !b.inFlight {
+		s.p.acc.release(b)
+	}
+	if len(b.q.parked) > 0 {
+		s.unpark(b.q)
+	}
+}
+
+// callbacks runs the callbacks of b's records from the i-th on, and
+// returns where it stopped: at the end, or after a callback that
+// panicked. A panicking callback is logged and the others run on, as the
+// Java client logs an exception thrown by a callback: the sender
+// goroutine, and with it every other record's callback and Close, must
+// not die with it.
+func (s *sender) callbacks(b *batch, i int, baseOffset, logAppendTime int64, epoch int32, err error) (next int) {
 	part := b.q.partition
-	for i := range b.recs {
+	defer func() {
+		if v := recover(); v != nil {
+			s.p.log.Error("a Send callback panicked; the other callbacks run on",
+				"topic", b.q.topic.name, "partition", part, "panic", v, "stack", string(debug.Stack()))
+			b.recs[i] = pending{}
+			next = i + 1
+		}
+	}()
+	for ; i < len(b.recs); i++ {
 		pr := &b.recs[i]
 		r := pr.rec
 		if err == nil {
@@ -958,13 +986,7 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 		pr.cb(r, e)
 		*pr = pending{}
 	}
-	s.p.acc.finish(b)
-	if !b.inFlight {
-		s.p.acc.release(b)
-	}
-	if len(b.q.parked) > 0 {
-		s.unpark(b.q)
-	}
+	return i
 }
 
 // onGoroutine reports whether the caller runs on the sender goroutine,
