@@ -85,7 +85,7 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, fmt.Errorf("cannot buffer the record: %w", kerr.ErrClosed)
+		return nil, kerr.ErrClosed // the caller names the record
 	}
 	if p.waiters.Len() == 0 && p.available >= int64(size) {
 		buf := p.takeLocked(size)
