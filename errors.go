@@ -81,6 +81,9 @@ var (
 	ErrProducerFenced = kerr.ErrProducerFenced
 	// ErrTransactionTimeout: InitTransactions, CommitTransaction or
 	// AbortTransaction ran out of its ctx or max.block.ms before the
-	// coordinator answered; the outcome is not known: call it again.
+	// coordinator answered, or while it waited for the transaction's
+	// records; the outcome is not known: call it again. (Also
+	// SendOffsetsToTransaction cut short while it waited for the call
+	// before it: its offsets were not sent.)
 	ErrTransactionTimeout = kerr.ErrTransactionTimeout
 )

@@ -337,6 +337,16 @@ func cutShort(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%s: %w: %w; its ctx or max.block.ms ended before the coordinator answered: the outcome is not known yet, call %s again", op, kerr.ErrTransactionTimeout, err, op)
 }
 
+// waitEnded marks err, from a transactional call's wait (for records, or
+// for the previous coordinator request), as that call cut short by its
+// ctx or max.block.ms (ErrTransactionTimeout): nothing was decided yet.
+func waitEnded(ctx context.Context, err error) error {
+	if ctx.Err() == nil || errors.Is(err, kerr.ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", kerr.ErrTransactionTimeout, err)
+}
+
 func (t *txnManager) initFailed(err error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -479,7 +489,7 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[str
 		return nil
 	}
 	if err := t.acquire(ctx); err != nil {
-		return fmt.Errorf("SendOffsetsToTransaction: %w", err)
+		return fmt.Errorf("SendOffsetsToTransaction: %w; the offsets were not sent: call it again", waitEnded(ctx, err))
 	}
 	defer t.release()
 	// A commit or abort may have ended the transaction while we waited
@@ -546,7 +556,7 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 	t.appendMu.Unlock()
 
 	if err := p.Flush(ctx); err != nil {
-		return fmt.Errorf("CommitTransaction: %w; the transaction is still open: call CommitTransaction or AbortTransaction again", err)
+		return fmt.Errorf("CommitTransaction: %w; the transaction is still open: call CommitTransaction or AbortTransaction again", waitEnded(ctx, err))
 	}
 	if err := t.acquire(ctx); err != nil {
 		return cutShort(ctx, "CommitTransaction", err)
@@ -629,7 +639,7 @@ func (t *txnManager) abort(ctx context.Context) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("AbortTransaction: waiting for the records in flight: %w; call AbortTransaction again", ctx.Err())
+			return fmt.Errorf("AbortTransaction: waiting for the records in flight: %w; call AbortTransaction again", waitEnded(ctx, ctx.Err()))
 		}
 	}
 	if err := t.acquire(ctx); err != nil {

@@ -119,6 +119,12 @@ func (t *txnManager) recoverFenced(ctx context.Context, op string, err error) er
 	pid, epoch, begun := t.pid, t.epoch, t.begun
 	t.mu.Unlock()
 	npid, nepoch, ierr := t.initProducerID(ctx, pid, epoch)
+	if ierr != nil && ctx.Err() != nil && !errorsIsFatal(ierr) && !errors.Is(ierr, kerr.ErrProducerFenced) {
+		// Cut short before the coordinator could tell its own abort from
+		// a newer producer: not fatal yet. The caller reports its call
+		// cut short; called again, it asks again.
+		return fmt.Errorf("%s was refused as fenced (%v), and the InitProducerId that tells the coordinator's own abort of the transaction from a newer producer did not finish: %w", op, err, ierr)
+	}
 	if ierr != nil {
 		t.p.log.Debug("fenced: InitProducerId with our epoch refused too", "transactional_id", t.id, "err", ierr)
 		return err

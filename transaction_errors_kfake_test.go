@@ -302,6 +302,67 @@ func TestTxnCommitCutShortSaysCallAgain(t *testing.T) {
 	}
 }
 
+// A commit cut short while it waits for the transaction's records (its
+// flush) is a call cut short too: ErrTransactionTimeout, call it again.
+func TestTxnCommitCutShortInFlushSaysCallAgain(t *testing.T) {
+	c := newFake(t, 3)
+	open := holdRequests(t, c, kmsg.Produce)
+	cfg := testConfig(c)
+	cfg.RequestTimeout = 20 * time.Second
+	p := beginTxn(t, c, cfg, "cut-short-flush", false)
+	wait := sendTxn(t, p, "t", 3, 5, "x")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := p.CommitTransaction(ctx); !errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrTransactionAbortable) || errors.Is(err, ErrFatal) {
+		t.Fatalf("CommitTransaction cut short in its flush: %v, want ErrTransactionTimeout", err)
+	}
+	open()
+	if err := p.CommitTransaction(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatalf("CommitTransaction again: %v", err)
+	}
+	if errs := wait(); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+}
+
+// EndTxn refused as fenced, then the InitProducerId that tells the
+// coordinator's own abort from a newer producer cut short by the ctx: the
+// producer is not fatal yet. Called again, the commit learns that the
+// coordinator aborted the transaction (abortable), and the abort returns.
+func TestTxnFencedRecoveryCutShortNotFatal(t *testing.T) {
+	for _, proto := range txnProtocols {
+		t.Run(proto.name, func(t *testing.T) {
+			c := newFake(t, 3)
+			p := beginTxn(t, c, testConfig(c), "fenced-cut-short", proto.v1)
+			wait := sendTxn(t, p, "t", 3, 2, "x")
+			fenced := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: fkerr.ProducerFenced, Count: -1})
+			loading := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Err: fkerr.CoordinatorLoadInProgress, Count: -1})
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			err := p.CommitTransaction(ctx)
+			if !errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrFatal) {
+				t.Fatalf("CommitTransaction, its fenced recovery cut short: %v, want ErrTransactionTimeout and not ErrFatal", err)
+			}
+			loading.Remove()
+			if err := p.CommitTransaction(ctxT(t, 30*time.Second)); !errors.Is(err, ErrTransactionAbortable) {
+				t.Fatalf("CommitTransaction again: %v, want ErrTransactionAbortable (the coordinator aborted it)", err)
+			}
+			fenced.Remove()
+			if err := p.AbortTransaction(ctxT(t, 30*time.Second)); err != nil {
+				t.Fatalf("AbortTransaction: %v", err)
+			}
+			for _, err := range wait() {
+				if !errors.Is(err, ErrTransactionAborted) && err != nil {
+					t.Errorf("a record of the aborted transaction: %v", err)
+				}
+			}
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatalf("BeginTransaction after the recovery: %v", err)
+			}
+		})
+	}
+}
+
 // A record refused for itself (invalid, as Java's ProducerRecord refuses
 // it before any send) leaves the transaction committable: the others
 // commit. Send after Close says the producer is closed, not to begin a

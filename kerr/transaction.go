@@ -35,7 +35,8 @@ var (
 
 	// ErrTransactionTimeout: InitTransactions, CommitTransaction or
 	// AbortTransaction did not finish within its ctx or max.block.ms
-	// (the coordinator did not answer in time: Java's TimeoutException).
+	// (the coordinator did not answer in time, or the transaction's
+	// records were not all answered yet: Java's TimeoutException).
 	// The outcome is not known yet: call the same method again, which
 	// goes on where it stopped. Not abortable, not fatal.
 	ErrTransactionTimeout = errors.New("kprod: transactional call not finished in time; call it again")
