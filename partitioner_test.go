@@ -219,7 +219,7 @@ func stickyProbe(t *testing.T, batchSize, valueLen, records int, flushAfter ...i
 	ts := time.Now()
 	size := recbatch.RecordSize(0, 0, nil, make([]byte, valueLen), nil)
 	for i := 1; i <= records; i++ {
-		if err := p.send(context.Background(), &Record{Topic: "t", Value: make([]byte, valueLen), Timestamp: ts}, func(*Record, error) {}); err != nil {
+		if _, err := p.send(context.Background(), &Record{Topic: "t", Value: make([]byte, valueLen), Timestamp: ts}, func(*Record, error) {}); err != nil {
 			t.Fatal(err)
 		}
 		if _, bytes := stickyUnpack(p.acc.topic("t").sticky.Load()); (bytes == size || bytes == size+recbatch.HeaderSize) && i > 1 {

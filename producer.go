@@ -173,12 +173,12 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error))
 		// fail here: the wrapped callback reports those too.
 		r, cb = p.intercept(r, cb)
 	}
-	if err := p.send(ctx, r, cb); err != nil {
+	if gen, err := p.send(ctx, r, cb); err != nil {
 		// As Java's send: a record that fails before it is buffered
 		// counts in record-error-total (not in record-send-total).
 		p.metrics.errors.add(time.Now(), 1)
 		if p.txn != nil {
-			p.txn.sendFailed(r, err)
+			p.txn.sendFailed(r, gen, err)
 		}
 		cb(r, err)
 	}
@@ -199,37 +199,39 @@ func (p *Producer) SendSync(ctx context.Context, r *Record) error {
 }
 
 // send buffers r or returns why not; Send then runs cb with the error.
-// It has one defer and few returns, so the defer costs no more than the
-// call (a defer the compiler cannot open-code was 3% of Send's profile).
-func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error)) error {
+// With a transactional.id it also returns the transaction the record was
+// sent in (0 if none). It has one defer and few returns, so the defer
+// costs no more than the call (a defer the compiler cannot open-code was
+// 3% of Send's profile).
+func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error)) (gen uint64, err error) {
 	if r == nil {
-		return fmt.Errorf("%w: nil record", kerr.ErrInvalidRecord)
+		return 0, fmt.Errorf("%w: nil record", kerr.ErrInvalidRecord)
 	}
 	if r.Topic == "" {
-		return fmt.Errorf("%w: the record has no topic", kerr.ErrInvalidRecord)
+		return 0, fmt.Errorf("%w: the record has no topic", kerr.ErrInvalidRecord)
 	}
 	if r.PartitionSet && r.Partition < 0 {
 		// Java's ProducerRecord refuses it when the record is made.
-		return fmt.Errorf("%w: partition %d of %q is negative", kerr.ErrInvalidRecord, r.Partition, r.Topic)
+		return 0, fmt.Errorf("%w: partition %d of %q is negative", kerr.ErrInvalidRecord, r.Partition, r.Topic)
 	}
 	if !r.Timestamp.IsZero() && r.Timestamp.UnixMilli() < 0 {
 		// Java's ProducerRecord too: -1 would read as "no timestamp".
-		return fmt.Errorf("%w: the timestamp %s of the record for %q is before 1970; leave Timestamp zero for the time of Send",
+		return 0, fmt.Errorf("%w: the timestamp %s of the record for %q is before 1970; leave Timestamp zero for the time of Send",
 			kerr.ErrInvalidRecord, r.Timestamp.UTC().Format(time.RFC3339Nano), r.Topic)
 	}
 	if p.txn != nil {
 		if p.closed.Load() {
 			// Not "call BeginTransaction", which Close makes wrong.
-			return fmt.Errorf("cannot send to %q: %w", r.Topic, kerr.ErrClosed)
+			return 0, fmt.Errorf("cannot send to %q: %w", r.Topic, kerr.ErrClosed)
 		}
 		// Fail fast outside a transaction; checked again at the append.
-		if err := p.txn.checkSend(r.Topic); err != nil {
-			return err
+		if gen, err = p.txn.checkSend(r.Topic); err != nil {
+			return gen, err
 		}
 	}
 	p.sendMu.RLock()
 	defer p.sendMu.RUnlock()
-	return p.buffer(ctx, r, cb)
+	return gen, p.buffer(ctx, r, cb)
 }
 
 // buffer is Send's work under sendMu: metadata, partition, append.
@@ -309,6 +311,12 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 			return err
 		}
 		part, res, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)
+		if err != nil {
+			// Before appendMu is released: a commit waiting for it must
+			// find the transaction abortable, not commit without the
+			// record. (Send reports it again: a no-op then.)
+			p.txn.sendFailed(r, 0, err)
+		}
 		p.txn.appendMu.RUnlock()
 	} else {
 		part, res, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)

@@ -397,19 +397,19 @@ func (p *Producer) BeginTransaction() error {
 
 // checkSend is Send's check on a transactional producer: records
 // may be sent only inside a transaction.
-func (t *txnManager) checkSend(topic string) error {
+func (t *txnManager) checkSend(topic string) (gen uint64, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.state == txnInTransaction {
-		return nil
+		return t.gen.Load(), nil
 	}
 	switch t.state {
 	case txnFatal:
-		return fmt.Errorf("cannot send to %q: %w", topic, t.err)
+		return 0, fmt.Errorf("cannot send to %q: %w", topic, t.err)
 	case txnAbortable:
-		return fmt.Errorf("cannot send to %q: %w", topic, t.err)
+		return 0, fmt.Errorf("cannot send to %q: %w", topic, t.err)
 	}
-	return fmt.Errorf("%w: cannot send to %q: a transactional producer sends only inside a transaction (BeginTransaction ... CommitTransaction), and it is %s",
+	return 0, fmt.Errorf("%w: cannot send to %q: a transactional producer sends only inside a transaction (BeginTransaction ... CommitTransaction), and it is %s",
 		kerr.ErrTransactionState, topic, t.state)
 }
 
@@ -418,8 +418,14 @@ func (t *txnManager) checkSend(topic string) error {
 // within max.block.ms, its ctx ended, ...), as the Java client's send
 // does: committing without it would break the transaction's all or
 // nothing. A Send refused because no transaction is open, or because this
-// one already failed, or the producer is closed, changes nothing.
-func (t *txnManager) sendFailed(r *Record, err error) {
+// one already failed, or the producer is closed, changes nothing; so does
+// one whose transaction gen (0: the current one) ended before it failed
+// (it waited for metadata while the transaction was committed): it never
+// joined that transaction, and the next one is not its business.
+func (t *txnManager) sendFailed(r *Record, gen uint64, err error) {
+	if gen != 0 && t.gen.Load() != gen {
+		return
+	}
 	if errors.Is(err, kerr.ErrTransactionState) || errors.Is(err, kerr.ErrClosed) ||
 		// A Send that an abort stopped (bufferPool.refuseWaits): its
 		// transaction is aborted already, and failing now could reach
@@ -444,7 +450,7 @@ func (t *txnManager) sendFailed(r *Record, err error) {
 // that a commit or abort waits for the append.
 func (t *txnManager) beginSend(topic string) error {
 	t.appendMu.RLock()
-	if err := t.checkSend(topic); err != nil {
+	if _, err := t.checkSend(topic); err != nil {
 		t.appendMu.RUnlock()
 		return err
 	}

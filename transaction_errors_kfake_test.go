@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -388,5 +389,46 @@ func TestTxnInvalidRecordKeepsTransaction(t *testing.T) {
 	}
 	if err := p.SendSync(context.Background(), &Record{Topic: "t"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Send after Close: %v, want ErrClosed", err)
+	}
+}
+
+// A Send that waited for metadata while its transaction was committed,
+// and then failed, never joined that transaction: it must not make the
+// next one abortable.
+func TestTxnLateSendFailureSparesNextTransaction(t *testing.T) {
+	c := newFake(t, 3)
+	cfg := testConfig(c)
+	cfg.MaxBlock = 500 * time.Millisecond
+	p := beginTxn(t, c, cfg, "late-send", false)
+	asked := make(chan struct{})
+	var once sync.Once
+	c.ControlKey(int16(kmsg.Metadata), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, rt := range r.(*kmsg.MetadataRequest).Topics {
+			if rt.Topic != nil && *rt.Topic == "no-such-topic" {
+				once.Do(func() { close(asked) })
+			}
+		}
+		return nil, nil, false
+	})
+	failed := make(chan error, 1)
+	go p.Send(context.Background(), &Record{Topic: "no-such-topic", Value: []byte("x")}, func(_ *Record, err error) { failed <- err })
+	<-asked // the Send waits for the topic's metadata, in this transaction
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.CommitTransaction(ctx); err != nil { // while that Send waits for metadata
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	wait := sendTxn(t, p, "t", 3, 2, "next")
+	if err := <-failed; err == nil {
+		t.Fatal("the Send to a missing topic succeeded")
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatalf("the next transaction, after a Send of the one before failed late: %v", err)
+	}
+	if errs := wait(); len(errs) > 0 {
+		t.Fatal(errs[0])
 	}
 }
