@@ -78,9 +78,7 @@ type Client struct {
 	unanswered   bool      // no broker answered the last refresh
 	toldToReboot bool      // a broker answered REBOOTSTRAP_REQUIRED
 	progressed   bool      // the last answer named a new leader epoch or topic
-	// dialableAt: every broker the last refresh tried was waiting out
-	// its reconnect backoff until at least then; zero if one was not.
-	dialableAt time.Time
+	undialable   bool      // every broker the next refresh could ask was backing off
 
 	trigger   chan struct{} // cap 1: a refresh is wanted
 	newTopic  chan struct{} // cap 1: a topic was added or revived: refresh without the backoff
@@ -397,7 +395,11 @@ func before(a, b int32) bool {
 // Metadata.timeToAllowUpdate, with each answer in a row that brought
 // nothing new (no topic, partition or leader epoch): a sender that keeps
 // asking for a partition that has no leader does not ask ten times a
-// second. A new topic, and the periodic refresh, start afresh.
+// second. A new topic, and the periodic refresh, start afresh. After a
+// failed refresh, the next one also waits until a broker it could ask
+// may be dialed again (reconnect.backoff.ms), new topic or not, unless it
+// goes back to bootstrap.servers: it would fail at once, and a Send
+// waiting for a new topic would spin.
 func (c *Client) loop() {
 	defer c.wg.Done()
 	age := time.NewTimer(0) // first refresh at once
@@ -417,7 +419,7 @@ func (c *Client) loop() {
 		// topic goes sooner (Java's leastLoadedNode finds no node then,
 		// and its client waits for one to become dialable). A Send
 		// waiting for a new topic would otherwise spin here.
-		if wait := time.Until(c.dialableAt); wait > 0 {
+		if wait := time.Until(c.firstDialable(failures)); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-c.quit:
@@ -478,6 +480,48 @@ func (c *Client) loop() {
 	}
 }
 
+// firstDialable is, after failures refreshes failed in a row, when the
+// first broker the next refresh could ask may be dialed again: zero if
+// one may be now, if the last refresh did not fail, or if the next one
+// goes back to bootstrap.servers (fresh addresses). With
+// metadata.recovery.strategy=rebootstrap, every known broker backing off
+// is itself a reason to go back to them, as in Java (NetworkClient
+// rebootstraps when no node is available). Loop goroutine only.
+func (c *Client) firstDialable(failures int) time.Time {
+	if failures == 0 {
+		return time.Time{}
+	}
+	now := time.Now()
+	c.mu.Lock()
+	if c.rebootstrapDue(now) != "" {
+		c.mu.Unlock()
+		return time.Time{}
+	}
+	cands := make([]*broker.Broker, 0, len(c.brokers)+len(c.bootstrap))
+	for _, b := range c.brokers {
+		cands = append(cands, b)
+	}
+	cands = append(cands, c.bootstrap...)
+	c.mu.Unlock()
+	var first time.Time
+	for _, b := range cands {
+		until := b.BackoffUntil()
+		if !until.After(now) {
+			return time.Time{}
+		}
+		if first.IsZero() || until.Before(first) {
+			first = until
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cfg.Rebootstrap && len(c.brokers) > 0 && c.bootstrap == nil {
+		c.undialable = true // rebootstrapDue now says so
+		return time.Time{}
+	}
+	return first
+}
+
 // refresh sends one Metadata request, trying brokers from least loaded
 // on, and installs the result.
 func (c *Client) refresh() error {
@@ -488,6 +532,7 @@ func (c *Client) refresh() error {
 	why := c.rebootstrapDue(now)
 	if why != "" {
 		c.bootstrap = newBootstrap(c.cfg)
+		c.undialable = false
 	}
 	if c.failingSince.IsZero() {
 		c.failingSince = now
@@ -550,21 +595,10 @@ func (c *Client) refresh() error {
 			continue
 		}
 		c.progressed = c.install(mr)
-		c.failingSince, c.unanswered, c.toldToReboot, c.dialableAt = time.Time{}, false, false, time.Time{}
+		c.failingSince, c.unanswered, c.toldToReboot, c.undialable = time.Time{}, false, false, false
 		return nil
 	}
 	c.unanswered = !answered
-	c.dialableAt = time.Time{}
-	for b := range tried {
-		until := b.BackoffUntil()
-		if !until.After(time.Now()) {
-			c.dialableAt = time.Time{}
-			break
-		}
-		if c.dialableAt.IsZero() || until.Before(c.dialableAt) {
-			c.dialableAt = until
-		}
-	}
 	if refused != nil {
 		// Not ErrMetadataTimeout, which is retriable: the first broker
 		// that refused us says why, and the others would say the same.
@@ -593,6 +627,8 @@ func (c *Client) rebootstrapDue(now time.Time) string {
 		return "a broker answered REBOOTSTRAP_REQUIRED"
 	case c.unanswered:
 		return "none of the brokers the metadata named answered"
+	case c.undialable:
+		return "every broker the metadata named is backing off after failed connections"
 	case !c.failingSince.IsZero() && now.Sub(c.failingSince) >= c.cfg.RebootstrapTrigger:
 		return fmt.Sprintf("no metadata for %v (metadata.recovery.rebootstrap.trigger.ms)", now.Sub(c.failingSince).Round(time.Millisecond))
 	}

@@ -778,9 +778,6 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
-// A topic used for the first time is asked for at once, not
-// retry.backoff.ms after the last refresh (Java's
-// requestUpdateForNewTopics).
 // A Send waiting for a new topic while no broker can be reached asks for
 // metadata once per reconnect backoff, not in a busy loop: a refresh
 // fails at once while every broker is backing off, and a new topic cuts
@@ -798,6 +795,9 @@ func TestWaitTopicUnreachablePaced(t *testing.T) {
 	}
 }
 
+// A topic used for the first time is asked for at once, not
+// retry.backoff.ms after the last refresh (Java's
+// requestUpdateForNewTopics).
 func TestNewTopicRefreshesAtOnce(t *testing.T) {
 	kc := newCluster(t, kfake.SeedTopics(1, "t"))
 	cfg := testConfig(kc.ListenAddrs()...)

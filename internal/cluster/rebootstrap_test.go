@@ -100,6 +100,25 @@ func TestRebootstrapWhenKnownBrokersAreGone(t *testing.T) {
 	}
 }
 
+// A rebootstrap does not wait for the gone brokers' reconnect backoff:
+// the bootstrap addresses it goes back to are fresh (Java rebootstraps as
+// soon as no node is available).
+func TestRebootstrapNotHeldByReconnectBackoff(t *testing.T) {
+	old, new := rebootstrapClusters(t)
+	cfg := testConfig()
+	cfg.Rebootstrap = true
+	cfg.RebootstrapTrigger = time.Hour
+	cfg.Broker.ReconnectBackoff, cfg.Broker.ReconnectBackoffMax = 5*time.Second, 5*time.Second
+	point := movingBootstrap(&cfg, old.ListenAddrs()[0])
+	c := newClient(t, cfg)
+	refreshUntilCluster(t, c, "old-cluster", 5*time.Second)
+	// Moved first: a rebootstrap that dialed the old address would wait
+	// out that dial's own backoff.
+	point(new.ListenAddrs()[0])
+	old.Close()
+	refreshUntilCluster(t, c, "new-cluster", 3*time.Second)
+}
+
 // A broker that answers REBOOTSTRAP_REQUIRED (Metadata v13, KIP-1102)
 // sends the client back to the bootstrap addresses at once, though the
 // brokers it knows still answer.
