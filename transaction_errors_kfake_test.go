@@ -3,6 +3,7 @@ package kprod
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -430,5 +431,63 @@ func TestTxnLateSendFailureSparesNextTransaction(t *testing.T) {
 	}
 	if errs := wait(); len(errs) > 0 {
 		t.Fatal(errs[0])
+	}
+}
+
+// An abort fails the transaction's unsent batches, but a partition's
+// callbacks keep their order: a batch written but answered with an error
+// and being retried, then a later batch acknowledged (its callbacks wait
+// for the first), then an unsent one: first, second, third.
+func TestTxnAbortKeepsCallbackOrder(t *testing.T) {
+	c := newFake(t, 1)
+	stop := stopAtCleanup(t)
+	cfg := testConfig(c)
+	for k, v := range map[string]string{"linger.ms": "0", "batch.size": "16", "retry.backoff.ms": "20"} {
+		if err := cfg.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := beginTxn(t, c, cfg, "abort-order", false)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err) // the partition's first acknowledgement: it may pipeline now
+	}
+	var n atomic.Int32
+	retrying := make(chan struct{})
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		switch n.Add(1) {
+		case 1: // the first batch waits until the second is on the wire
+			c.SleepControl(func() { time.Sleep(300 * time.Millisecond) })
+		case 3: // the first batch's retry, answered late
+			close(retrying)
+			c.SleepControl(func() { sleepOrStop(time.Second, stop) })
+		}
+		return nil, nil, false
+	})
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.NotEnoughReplicasAfterAppend}) // written, then refused
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	send := func(v string) {
+		wg.Add(1)
+		p.Send(ctx, &Record{Topic: "t", Value: []byte(v)}, func(*Record, error) {
+			mu.Lock()
+			order = append(order, v)
+			mu.Unlock()
+			wg.Done()
+		})
+	}
+	send("first")
+	send("second")
+	<-retrying
+	time.Sleep(50 * time.Millisecond) // the second's acknowledgement is handled
+	send("third")                     // not sent while the first is retried
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if !slices.Equal(order, []string{"first", "second", "third"}) {
+		t.Fatalf("callbacks in the order %v, want first, second, third", order)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -236,25 +237,41 @@ func (s *sender) txnProduce(req *produceRequest) {
 // ended, after every batch of it completed, so what is queued is the new
 // one's (a Send appends only after BeginTransaction counted it, hence the
 // check under q.mu).
+//
+// A partition's callbacks keep their order: batches are failed from the
+// front of its deque, and only while each is older than every batch of
+// the partition in flight and is itself to be failed. What is behind an
+// older batch still to finish (in flight, or a retry kept in the deque)
+// is failed in a later round, once that batch completed; the sender runs
+// one after every response.
 func (s *sender) abortTxnBatches(gen uint64, all bool, why func(*batch) error) {
+	oldest := map[*partq]*batch{} // the oldest batch in flight, by partition
+	for b := range s.inFlightB {
+		if o, ok := oldest[b.q]; !ok || older(b, o) {
+			oldest[b.q] = b
+		}
+	}
 	for _, q := range *s.p.acc.parts.Load() {
 		q.mu.Lock()
 		if s.p.txn.gen.Load() != gen {
 			q.mu.Unlock()
 			return
 		}
-		var drop []*batch
-		keep := q.batches[:0]
-		for _, b := range q.batches {
-			if all || b.wire == nil {
-				b.full = true
-				drop = append(drop, b)
-			} else {
-				keep = append(keep, b)
+		n := 0
+		for ; n < len(q.batches); n++ {
+			b := q.batches[n]
+			if o := oldest[q]; (!all && b.wire != nil) || (o != nil && !older(b, o)) {
+				break
 			}
+			b.full = true
 		}
-		clear(q.batches[len(keep):])
-		q.batches = keep
+		if n == 0 {
+			q.mu.Unlock()
+			continue
+		}
+		drop := slices.Clone(q.batches[:n])
+		clear(q.batches[:n])
+		q.batches = q.batches[n:]
 		q.mu.Unlock()
 		for _, b := range drop {
 			s.complete(b, -1, -1, -1, why(b))
