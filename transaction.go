@@ -442,7 +442,12 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error) {
 	if r != nil {
 		topic = fmt.Sprintf("%q", r.Topic)
 	}
-	t.fail(abortableErr("Send", fmt.Errorf("a record for %s failed before it was buffered: %w", topic, err)))
+	aerr := abortableErr("Send", fmt.Errorf("a record for %s failed before it was buffered: %w", topic, err))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if gen == 0 || t.gen.Load() == gen { // again under mu, which BeginTransaction holds
+		t.failLocked(aerr)
+	}
 }
 
 // beginSend is called by Send right before it appends: on success it

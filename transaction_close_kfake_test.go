@@ -193,11 +193,16 @@ func TestTxnAbortWaitsForOffsetsCutShort(t *testing.T) {
 				t.Fatal("no group with a coordinator other than the transaction's among 50")
 			}
 
-			release := make(chan struct{})
+			release, stop := make(chan struct{}), stopAtCleanup(t)
 			var answered, endTxnEarly atomic.Bool
 			c.ControlKey(int16(kmsg.TxnOffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
 				c.KeepControl()
-				c.SleepControl(func() { <-release })
+				c.SleepControl(func() {
+					select {
+					case <-release:
+					case <-stop: // the test failed before releasing it
+					}
+				})
 				answered.Store(true)
 				return nil, nil, false
 			})

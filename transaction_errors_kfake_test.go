@@ -398,9 +398,7 @@ func TestTxnInvalidRecordKeepsTransaction(t *testing.T) {
 // next one abortable.
 func TestTxnLateSendFailureSparesNextTransaction(t *testing.T) {
 	c := newFake(t, 3)
-	cfg := testConfig(c)
-	cfg.MaxBlock = 500 * time.Millisecond
-	p := beginTxn(t, c, cfg, "late-send", false)
+	p := beginTxn(t, c, testConfig(c), "late-send", false)
 	asked := make(chan struct{})
 	var once sync.Once
 	c.ControlKey(int16(kmsg.Metadata), func(r kmsg.Request) (kmsg.Response, error, bool) {
@@ -413,7 +411,9 @@ func TestTxnLateSendFailureSparesNextTransaction(t *testing.T) {
 		return nil, nil, false
 	})
 	failed := make(chan error, 1)
-	go p.Send(context.Background(), &Record{Topic: "no-such-topic", Value: []byte("x")}, func(_ *Record, err error) { failed <- err })
+	sendCtx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond) // bounds its wait for metadata
+	defer cancel()
+	go p.Send(sendCtx, &Record{Topic: "no-such-topic", Value: []byte("x")}, func(_ *Record, err error) { failed <- err })
 	<-asked // the Send waits for the topic's metadata, in this transaction
 	ctx := ctxT(t, 30*time.Second)
 	if err := p.CommitTransaction(ctx); err != nil { // while that Send waits for metadata
