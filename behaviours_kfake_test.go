@@ -151,7 +151,7 @@ func TestMemoryWaiterWakesSender(t *testing.T) {
 	cfg.BufferMemory = 64 << 10
 	cfg.BatchSize = 16 << 10
 	cfg.Linger = 5 * time.Second
-	cfg.MaxBlock = 500 * time.Millisecond
+	cfg.MaxBlock = 2 * time.Second // well below linger.ms
 	p := newTestProducer(t, cfg)
 	ctx := ctxT(t, 10*time.Second)
 	o := newOutcomes(t)

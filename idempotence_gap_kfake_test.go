@@ -117,12 +117,14 @@ func TestIdempotentBumpLeavesOtherPartitionsRetries(t *testing.T) {
 }
 
 // holdFirstProduce holds the first produce request after arm() until
-// release is closed (SleepControl lets kfake serve other connections
-// meanwhile); held is signalled once it holds it. The producer's later
-// requests to the same broker queue behind it on the same connection.
-func holdFirstProduce(c *kfake.Cluster) (arm func(), held <-chan struct{}, release chan struct{}) {
+// release is called, or the test ends (SleepControl lets kfake serve other
+// connections meanwhile); held is signalled once it holds it. The
+// producer's later requests to the same broker queue behind it on the
+// same connection.
+func holdFirstProduce(t *testing.T, c *kfake.Cluster) (arm func(), held <-chan struct{}, release func()) {
 	var armed atomic.Bool
-	heldCh, rel := make(chan struct{}), make(chan struct{})
+	heldCh := make(chan struct{})
+	rel, open := gate(t)
 	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		if armed.Swap(false) {
@@ -131,7 +133,7 @@ func holdFirstProduce(c *kfake.Cluster) (arm func(), held <-chan struct{}, relea
 		}
 		return nil, nil, false
 	})
-	return func() { armed.Store(true) }, heldCh, rel
+	return func() { armed.Store(true) }, heldCh, open
 }
 
 // waitInFlight waits until the producer has n produce requests in flight.
@@ -165,7 +167,7 @@ func gapProducer(t *testing.T, c *kfake.Cluster, backoff, timeout time.Duration)
 // sequence and recognised, and no bump renumbers (and duplicates) b.
 func TestIdempotentExpiredBatchSettledByLaterRetry(t *testing.T) {
 	c := newFake(t, 1)
-	arm, held, release := holdFirstProduce(c)
+	arm, held, release := holdFirstProduce(t, c)
 	// a is sent at 0 and b at 2 s; both are answered (written, the
 	// acknowledgement lost) when b is in flight, at about 2 s, and are
 	// due to be retried at about 4 s. a expires at 3 s, in its deque; b
@@ -182,7 +184,7 @@ func TestIdempotentExpiredBatchSettledByLaterRetry(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	p.Send(ctx, &Record{Topic: "t", Value: []byte("b")}, func(_ *Record, err error) { errB <- err })
 	waitInFlight(t, p, 2)
-	close(release)
+	release()
 	if err := <-errA; !errors.Is(err, ErrDeliveryTimeout) {
 		t.Fatalf("a: %v, want ErrDeliveryTimeout", err)
 	}
@@ -217,7 +219,7 @@ func TestIdempotentFirstBatchOfPartitionAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	arm, held, release := holdFirstProduce(c)
+	arm, held, release := holdFirstProduce(t, c)
 	p, ctx := gapProducer(t, c, 500*time.Millisecond, 3*time.Second)
 	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(1)); err != nil {
 		t.Fatal(err) // the producer id, not yet used on partition 0
@@ -232,7 +234,7 @@ func TestIdempotentFirstBatchOfPartitionAlone(t *testing.T) {
 	if n := p.Metrics().RequestsInFlight; n != 1 {
 		t.Fatalf("%d produce requests in flight while a is unanswered, want 1 (a alone)", n)
 	}
-	close(release)
+	release()
 	if err := <-errA; err != nil {
 		t.Fatalf("a: %v", err)
 	}
@@ -255,7 +257,7 @@ func TestIdempotentFirstBatchOfPartitionAlone(t *testing.T) {
 // bump the epoch.
 func TestIdempotentGapWaitsForEarlierRetry(t *testing.T) {
 	c := newFake(t, 1)
-	arm, held, release := holdFirstProduce(c)
+	arm, held, release := holdFirstProduce(t, c)
 	p, ctx := gapProducer(t, c, time.Second, 0)
 	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
 		t.Fatal(err)
@@ -273,7 +275,7 @@ func TestIdempotentGapWaitsForEarlierRetry(t *testing.T) {
 	waitInFlight(t, p, 2)
 	send("b")
 	waitInFlight(t, p, 3)
-	close(release)
+	release()
 	if err := <-errs["z"]; err != nil {
 		t.Fatalf("z: %v", err)
 	}

@@ -518,8 +518,10 @@ func TestAdaptiveAvoidsSlowBrokerKfake(t *testing.T) {
 	}
 	uniform := share(false)
 	adaptive := share(true)
-	if adaptive > 0.5 {
-		t.Errorf("adaptive: the slow broker got %.2f of its uniform share, want < 0.5", adaptive)
+	// Idle, adaptive gives it about 0.2; without, about 1. Loose for a
+	// loaded machine, as TestCompatAdaptivePausedBroker.
+	if adaptive > 0.75 {
+		t.Errorf("adaptive: the slow broker got %.2f of its uniform share, want < 0.75", adaptive)
 	}
 	if uniform < 0.6 {
 		t.Errorf("not adaptive: the slow broker got %.2f of its uniform share, want about 1", uniform)

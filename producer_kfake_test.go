@@ -337,9 +337,8 @@ func TestRetryBackoffGrows(t *testing.T) {
 			t.Errorf("retry %d after %v, want about %v (±20%%)", i, gap, want)
 		}
 	}
-	if first, last := times[1].Sub(times[0]), times[5].Sub(times[4]); last < 4*first {
-		t.Errorf("backoff did not grow: first retry after %v, fifth after %v", first, last)
-	}
+	// (Growth is checked by the lower bounds above: a ratio of two gaps
+	// would fail whenever the first one is delayed on a loaded machine.)
 }
 
 func TestDeliveryTimeout(t *testing.T) {
@@ -365,7 +364,7 @@ func TestDeliveryTimeout(t *testing.T) {
 
 func TestBufferFullBlocksThenNoLoss(t *testing.T) {
 	c := newFake(t, 1)
-	release := make(chan struct{})
+	release, open := gate(t) // opened at the end of the test too
 	var held atomic.Bool
 	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -405,7 +404,7 @@ func TestBufferFullBlocksThenNoLoss(t *testing.T) {
 		t.Fatalf("buffer never filled: want ErrBufferFull after max.block.ms, got %v", full)
 	}
 	held.Store(true)
-	close(release)
+	open()
 	o.wait(t, 10*time.Second)
 	ok, failed := o.errCount()
 	if failed != 1 || ok != len(recs)-1 {

@@ -591,7 +591,25 @@ func TestTxnCloseAbortsOpenTransaction(t *testing.T) {
 	if len(endTxns) != 1 || endTxns[0] {
 		t.Fatalf("EndTxn requests (commit?) %v, want one abort", endTxns)
 	}
-	checkTxnVisibility(t, c.ListenAddrs(), "t", nil, 0)
+	mu.Unlock()
+	// A committed transaction after it, so that the read below is done
+	// only once it has read past the aborted one.
+	p2 := newTxnProducer(t, testConfig(c), "close", false)
+	if err := p2.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	after := sendTxn(t, p2, "t", 3, 1, "after")
+	if err := p2.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if errs := after(); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+	checkTxnVisibility(t, c.ListenAddrs(), "t", []string{"after"}, 3)
+	mu.Lock()
 }
 
 // BenchmarkTxnAppend is BenchmarkAppend inside one transaction: the

@@ -174,11 +174,12 @@ func TestRequestTimeout(t *testing.T) {
 		return nil, nil, false
 	})
 	cfg := testConfig()
-	cfg.RequestTimeout = 300 * time.Millisecond
+	cfg.RequestTimeout = 800 * time.Millisecond
 	c := dialTest(t, kc.ListenAddrs()[0], cfg)
 
-	// The second request goes out 100ms after the first, so its own
-	// timer cannot fire before the first one's closes the connection.
+	// The second request goes out 400ms after the first, so its own
+	// timer cannot fire before the first one's closes the connection
+	// (unless the machine stalls for 400ms right then).
 	start := time.Now()
 	errA := make(chan error, 1)
 	deadAtDone := make(chan bool, 1)
@@ -191,7 +192,7 @@ func TestRequestTimeout(t *testing.T) {
 	}) {
 		t.Fatal("TrySend refused the first request")
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(400 * time.Millisecond)
 	errB := make(chan error, 2)
 	if !c.TrySend(metadataReq(), false, func(_ kmsg.Response, err error) { errB <- err }) {
 		t.Fatal("TrySend refused a second request")
@@ -202,8 +203,8 @@ func TestRequestTimeout(t *testing.T) {
 	if !errors.Is(err, kerr.ErrRequestTimeout) || !kerr.IsRetriable(err) {
 		t.Fatalf("err = %v, want a retriable ErrRequestTimeout", err)
 	}
-	if elapsed < 300*time.Millisecond || elapsed > 2*time.Second {
-		t.Errorf("timed out after %v, want about 300ms", elapsed)
+	if elapsed < 800*time.Millisecond || elapsed > 3*time.Second {
+		t.Errorf("timed out after %v, want about 800ms", elapsed)
 	}
 	if !strings.Contains(err.Error(), "Metadata") {
 		t.Errorf("timeout error does not name the request: %v", err)

@@ -89,7 +89,7 @@ func TestPerfStoppedIsNotInterrupted(t *testing.T) {
 // time lowered records/sec and the throttle then sent a burst. Java's
 // ProducerPerformance calls initTransactions() before it takes startMs.
 func TestPerfClockStartsAfterInitTransactions(t *testing.T) {
-	const initDelay = time.Second
+	const initDelay = 2 * time.Second
 	c := newTestCluster(t, 1, "t")
 	var delayed atomic.Bool
 	c.ControlKey(int16(kmsg.InitProducerID), func(kreq kmsg.Request) (kmsg.Response, error, bool) {

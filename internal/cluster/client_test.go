@@ -234,6 +234,9 @@ func TestBrokerLeavingMetadataFinishesInFlight(t *testing.T) {
 	}
 	b2 := c.Broker(2)
 	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open) // also when the test fails before it releases
 	kc.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
 		kc.KeepControl()
 		if kc.CurrentNode() == 2 {
@@ -272,7 +275,7 @@ func TestBrokerLeavingMetadataFinishesInFlight(t *testing.T) {
 	if c.Broker(2) != nil {
 		t.Fatal("node 2 still listed after an answer without it")
 	}
-	close(release)
+	open()
 	if err := <-done; err != nil {
 		t.Fatalf("the request in flight on the node that left the metadata failed: %v", err)
 	}
@@ -311,8 +314,11 @@ func TestRefreshSingleFlight(t *testing.T) {
 	close(start)
 	wg.Wait()
 	got := log.count() - before
-	if got < 1 || got > 3 {
-		t.Errorf("%d concurrent Refresh calls sent %d Metadata requests, want 1 to 3", n, got)
+	// Idle, 1 to 3: later callers join the refresh under way or the next.
+	// Loose for a loaded machine, where the callers arrive spread out;
+	// without single flight it would be one per caller.
+	if got < 1 || got > 10 {
+		t.Errorf("%d concurrent Refresh calls sent %d Metadata requests, want a few (1 to 3 idle)", n, got)
 	}
 	if sent := c.MetadataRequests() - sentBefore; sent != int64(got) {
 		t.Errorf("MetadataRequests() counted %d, the broker saw %d", sent, got)
@@ -679,7 +685,7 @@ func TestPeriodicRefresh(t *testing.T) {
 	base := log.count()
 	time.Sleep(650 * time.Millisecond)
 	got := log.count() - base
-	if got < 3 || got > 8 {
+	if got < 2 || got > 10 {
 		t.Errorf("%d refreshes in 650ms with a 100ms max age, want about 6", got)
 	}
 	if !c.Snapshot().At.After(first) {
@@ -687,7 +693,9 @@ func TestPeriodicRefresh(t *testing.T) {
 	}
 	reqs := log.all()[base:]
 	for i := 1; i < len(reqs); i++ {
-		if gap := reqs[i].at.Sub(reqs[i-1].at); gap < 50*time.Millisecond {
+		// Seen by the broker, so the gap varies with the requests'
+		// latency; a refresh loop without its timer would be ~0 apart.
+		if gap := reqs[i].at.Sub(reqs[i-1].at); gap < 25*time.Millisecond {
 			t.Errorf("refreshes %v apart, want about the max age (100ms)", gap)
 		}
 	}
