@@ -232,6 +232,9 @@ type batch struct {
 	inFlight    bool // in a request not yet answered
 	completed   bool // callbacks have run
 	acked       bool // idempotence: counted as acknowledged; its callbacks wait (sender.succeed)
+	// maybeWritten: an attempt ended without saying the batch was not
+	// written (the request failed, REQUEST_TIMED_OUT, ...): not split then.
+	maybeWritten bool
 	// parent is the batch this one is a part of (split.go); outstanding
 	// counts the parts of a split batch not yet complete. A split batch
 	// stays incomplete, for Flush, until its last part completes.

@@ -467,6 +467,7 @@ func (s *sender) handle(r *produceResult) {
 		// The request as a whole failed: network, timeout, version.
 		p.cl.RequestRefresh()
 		for _, b := range r.batches {
+			b.maybeWritten = true // the broker may have written it before the request failed
 			s.retryOrFail(b, now, r.err, kerr.IsRetriable(r.err))
 		}
 		return
@@ -520,9 +521,24 @@ func (s *sender) handle(r *produceResult) {
 			// delivery.timeout.ms the parts expire in the deque with
 			// ErrDeliveryTimeout, where failing the batch here would tell
 			// each small record that it is too large.
+			//
+			// Not, with idempotence, a batch an earlier attempt of which
+			// may have been written (the topic's max.message.bytes lowered
+			// meanwhile): its parts would take its sequence numbers under
+			// other boundaries, which the broker refuses as out of order,
+			// and the epoch bump that follows would write them again. It
+			// fails as too large instead (Java splits it, and writes it
+			// twice).
 			if be.Code == kerr.MessageTooLarge.Code && len(b.recs) > 1 && !b.completed && !isClosed(s.force) {
-				s.splitTooLarge(b, err) // the batch is too large, not its records
+				if !s.idemOn || !b.maybeWritten {
+					s.splitTooLarge(b, err) // the batch is too large, not its records
+					continue
+				}
+				s.retryOrFail(b, now, fmt.Errorf("%w; not sent again in parts: an earlier attempt of this batch may have been written (its answer was lost), and its records in new batches could be written twice; lower batch.size below the topic's max.message.bytes", err), false)
 				continue
+			}
+			if be.Code == kerr.RequestTimedOut.Code || be.Code == kerr.NotEnoughReplicasAfterAppend.Code {
+				b.maybeWritten = true // the leader wrote it, then could not say it was replicated
 			}
 			if leaderMoved(be) {
 				if h, ok := leaderHint(name, &rp); ok {

@@ -26,6 +26,9 @@ import (
 // delivery.timeout.ms, and, for the idempotent producer, the batch's range
 // of sequence numbers (the broker wrote nothing of it, so the range is
 // still free) and its place among the partition's unacknowledged batches.
+// An idempotent batch an earlier attempt of which may have been written
+// (batch.maybeWritten) is not split but fails: the broker would refuse its
+// parts as out of order, and after the epoch bump write them again.
 // The batch itself stays incomplete, for Flush, until its last part is
 // complete; its records get their callbacks from the parts.
 

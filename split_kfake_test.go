@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kprod/kprod/kerr"
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // newSmallMessageFake is a 3-broker kfake cluster whose brokers refuse
@@ -159,4 +162,46 @@ func firstErr(o *outcomes) error {
 		}
 	}
 	return nil
+}
+
+// With idempotence, a batch whose earlier attempt may have been written
+// (REQUEST_TIMED_OUT: written by the leader, then not acknowledged) and
+// that is then refused as too large (the topic's max.message.bytes was
+// lowered meanwhile) is not split: its parts would be refused as out of
+// order and, after the epoch bump, written a second time. It fails, and
+// the log holds each record once.
+func TestSplitNotAfterMaybeWritten(t *testing.T) {
+	c := newFake(t, 1)
+	p := newTestProducer(t, splitConfig(c))
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.RequestTimedOut}) // written, not acknowledged
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.MessageTooLarge}) // its retry refused as too large
+	const n = 10
+	_, o := sendNumbered(t, p, n, 100)
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, failed := o.errCount(); ok != 0 || failed != n {
+		t.Fatalf("%d ok, %d failed, want the %d records of the batch failed", ok, failed, n)
+	}
+	if err := firstErr(o); !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), "may have been written") {
+		t.Errorf("the batch's error: %v, want MESSAGE_TOO_LARGE saying it may have been written", err)
+	}
+	for i := range 5 {
+		if err := p.SendSync(ctx, (&Record{Topic: "t", Value: fmt.Appendf(nil, "after-%d", i)}).ToPartition(0)); err != nil {
+			t.Fatalf("a record after the failed batch: %v", err)
+		}
+	}
+	seen := readTopic(t, c.ListenAddrs(), "t", false, 500*time.Millisecond, func(m map[string]int) bool { return len(m) >= 1+n+5 })
+	for v, k := range seen {
+		if k != 1 {
+			t.Errorf("%.10q written %d times", v, k)
+		}
+	}
+	if len(seen) != 1+n+5 {
+		t.Errorf("%d distinct records in the log, want %d", len(seen), 1+n+5)
+	}
 }
