@@ -538,9 +538,20 @@ func TestCloseEndsMetadataWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	asked := make(chan struct{})
+	var once sync.Once
+	c.ControlKey(int16(kmsg.Metadata), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, rt := range r.(*kmsg.MetadataRequest).Topics {
+			if rt.Topic != nil && *rt.Topic == "does-not-exist" {
+				once.Do(func() { close(asked) })
+			}
+		}
+		return nil, nil, false
+	})
 	got := make(chan error, 1)
 	go p.Send(context.Background(), &Record{Topic: "does-not-exist"}, func(_ *Record, err error) { got <- err })
-	time.Sleep(200 * time.Millisecond) // the Send is waiting for the topic
+	<-asked // the Send is waiting for the topic
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

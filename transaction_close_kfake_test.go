@@ -82,7 +82,12 @@ func TestTxnCloseLetsCommitFinish(t *testing.T) {
 	<-got // EndTxn(commit) sent and held
 	closeErr := make(chan error, 1)
 	go func() { closeErr <- p.Close(ctx) }()
-	time.Sleep(100 * time.Millisecond) // Close is under way, waiting
+	for deadline := time.Now().Add(5 * time.Second); !p.closed.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Close did not start")
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // and reached its wait for the commit
 	open()
 	if err := <-commitErr; err != nil {
 		t.Fatalf("CommitTransaction with Close under way: %v", err)
