@@ -156,6 +156,41 @@ func TestCloseBoundsInitProducerIDWait(t *testing.T) {
 	}
 }
 
+// oneRecordBatches makes every record a batch of its own, sent at once and
+// retried soon after a failure.
+func oneRecordBatches(t *testing.T, cfg *Config) {
+	t.Helper()
+	for k, v := range map[string]string{"linger.ms": "0", "batch.size": "16", "retry.backoff.ms": "20"} {
+		if err := cfg.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// writtenThenRefused arranges, for a partition acknowledged once (so that
+// it pipelines), that the next produce request (the first batch) waits
+// until the one behind it is on the wire, and is then written but refused
+// with NOT_ENOUGH_REPLICAS_AFTER_APPEND. Its retry, the third request,
+// closes the returned channel and runs onRetry in the control function
+// (which may SleepControl to answer it late).
+func writtenThenRefused(c *kfake.Cluster, onRetry func()) <-chan struct{} {
+	var n atomic.Int32
+	retrying := make(chan struct{})
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		switch n.Add(1) {
+		case 1: // the first batch waits until the second is on the wire
+			c.SleepControl(func() { time.Sleep(300 * time.Millisecond) })
+		case 3: // the first batch's retry
+			close(retrying)
+			onRetry()
+		}
+		return nil, nil, false
+	})
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.NotEnoughReplicasAfterAppend}) // written, then refused
+	return retrying
+}
+
 // With idempotence, a batch the broker wrote but answered with a retriable
 // error (NOT_ENOUGH_REPLICAS_AFTER_APPEND) is retried while the next batch,
 // pipelined behind it, is acknowledged first. The callbacks still run in
@@ -167,32 +202,17 @@ func TestIdempotentCallbacksInOrderAfterWrittenRetry(t *testing.T) {
 			c := newFake(t, 1)
 			stop := stopAtCleanup(t)
 			cfg := testConfig(c)
-			for k, v := range map[string]string{"linger.ms": "0", "batch.size": "16", "retry.backoff.ms": "20"} {
-				if err := cfg.Set(k, v); err != nil {
-					t.Fatal(err)
-				}
-			}
+			oneRecordBatches(t, &cfg)
 			p := newTestProducer(t, cfg)
 			ctx := ctxT(t, 30*time.Second)
 			if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
 				t.Fatal(err) // the partition's first acknowledgement: it may pipeline now
 			}
-			var n atomic.Int32
-			retrying := make(chan struct{})
-			c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-				c.KeepControl()
-				switch n.Add(1) {
-				case 1: // the first batch waits until the second is on the wire
-					c.SleepControl(func() { time.Sleep(300 * time.Millisecond) })
-				case 3: // the first batch's retry
-					close(retrying)
-					if forced {
-						c.SleepControl(func() { sleepOrStop(20*time.Second, stop) })
-					}
+			retrying := writtenThenRefused(c, func() {
+				if forced {
+					c.SleepControl(func() { sleepOrStop(20*time.Second, stop) })
 				}
-				return nil, nil, false
 			})
-			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.NotEnoughReplicasAfterAppend}) // written, then refused
 			var mu sync.Mutex
 			var order []string
 			var offsets []int64

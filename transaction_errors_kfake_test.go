@@ -442,30 +442,15 @@ func TestTxnAbortKeepsCallbackOrder(t *testing.T) {
 	c := newFake(t, 1)
 	stop := stopAtCleanup(t)
 	cfg := testConfig(c)
-	for k, v := range map[string]string{"linger.ms": "0", "batch.size": "16", "retry.backoff.ms": "20"} {
-		if err := cfg.Set(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	oneRecordBatches(t, &cfg)
 	p := beginTxn(t, c, cfg, "abort-order", false)
 	ctx := ctxT(t, 30*time.Second)
 	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
 		t.Fatal(err) // the partition's first acknowledgement: it may pipeline now
 	}
-	var n atomic.Int32
-	retrying := make(chan struct{})
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		switch n.Add(1) {
-		case 1: // the first batch waits until the second is on the wire
-			c.SleepControl(func() { time.Sleep(300 * time.Millisecond) })
-		case 3: // the first batch's retry, answered late
-			close(retrying)
-			c.SleepControl(func() { sleepOrStop(time.Second, stop) })
-		}
-		return nil, nil, false
+	retrying := writtenThenRefused(c, func() { // answered late
+		c.SleepControl(func() { sleepOrStop(time.Second, stop) })
 	})
-	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.NotEnoughReplicasAfterAppend}) // written, then refused
 	var mu sync.Mutex
 	var order []string
 	var wg sync.WaitGroup

@@ -419,28 +419,20 @@ func (c *Client) loop() {
 		// topic goes sooner (Java's leastLoadedNode finds no node then,
 		// and its client waits for one to become dialable). A Send
 		// waiting for a new topic would otherwise spin here.
-		if wait := time.Until(c.firstDialable(failures)); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-c.quit:
-				t.Stop()
-				return
-			case <-t.C:
-			}
+		if closed, _ := c.pause(time.Until(c.firstDialable(failures)), nil); closed {
+			return
 		}
 		// A new topic is asked for at once, as Java's
 		// requestUpdateForNewTopics does. The backoff after n failures
 		// in a row, or n+1 answers that brought nothing new, is Java's
 		// retry.backoff.ms × 2^(n-1).
-		if wait := broker.Backoff(c.cfg.RetryBackoff, c.cfg.RetryBackoffMax, max(failures-1, same-1, 0)) - time.Since(last); wait > 0 && !last.IsZero() {
-			t := time.NewTimer(wait)
-			select {
-			case <-c.quit:
-				t.Stop()
+		if !last.IsZero() {
+			wait := broker.Backoff(c.cfg.RetryBackoff, c.cfg.RetryBackoffMax, max(failures-1, same-1, 0)) - time.Since(last)
+			closed, cut := c.pause(wait, c.newTopic)
+			if closed {
 				return
-			case <-t.C:
-			case <-c.newTopic:
-				t.Stop()
+			}
+			if cut {
 				same = 0
 			}
 		}
@@ -477,6 +469,25 @@ func (c *Client) loop() {
 			}
 		}
 		age.Reset(c.cfg.MetadataMaxAge)
+	}
+}
+
+// pause waits d (nothing if d <= 0), or until a token comes on cut (nil:
+// never). It reports whether the client was closed meanwhile, and
+// whether cut ended the wait. Loop goroutine only.
+func (c *Client) pause(d time.Duration, cut <-chan struct{}) (closed, wasCut bool) {
+	if d <= 0 {
+		return false, false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c.quit:
+		return true, false
+	case <-t.C:
+		return false, false
+	case <-cut:
+		return false, true
 	}
 }
 
