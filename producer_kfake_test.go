@@ -528,6 +528,23 @@ func TestUnknownPartition(t *testing.T) {
 	}
 }
 
+// metadataAsked returns a channel closed once a Metadata request names
+// topic: a Send waiting for the topic's metadata has started to wait.
+func metadataAsked(c *kfake.Cluster, topic string) <-chan struct{} {
+	asked := make(chan struct{})
+	var once sync.Once
+	c.ControlKey(int16(kmsg.Metadata), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, rt := range r.(*kmsg.MetadataRequest).Topics {
+			if rt.Topic != nil && *rt.Topic == topic {
+				once.Do(func() { close(asked) })
+			}
+		}
+		return nil, nil, false
+	})
+	return asked
+}
+
 // Close must not wait max.block.ms for a Send that waits for metadata.
 func TestCloseEndsMetadataWait(t *testing.T) {
 	c := newFake(t, 1)
@@ -538,17 +555,7 @@ func TestCloseEndsMetadataWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asked := make(chan struct{})
-	var once sync.Once
-	c.ControlKey(int16(kmsg.Metadata), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		for _, rt := range r.(*kmsg.MetadataRequest).Topics {
-			if rt.Topic != nil && *rt.Topic == "does-not-exist" {
-				once.Do(func() { close(asked) })
-			}
-		}
-		return nil, nil, false
-	})
+	asked := metadataAsked(c, "does-not-exist")
 	got := make(chan error, 1)
 	go p.Send(context.Background(), &Record{Topic: "does-not-exist"}, func(_ *Record, err error) { got <- err })
 	<-asked // the Send is waiting for the topic

@@ -399,17 +399,7 @@ func TestTxnInvalidRecordKeepsTransaction(t *testing.T) {
 func TestTxnLateSendFailureSparesNextTransaction(t *testing.T) {
 	c := newFake(t, 3)
 	p := beginTxn(t, c, testConfig(c), "late-send", false)
-	asked := make(chan struct{})
-	var once sync.Once
-	c.ControlKey(int16(kmsg.Metadata), func(r kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		for _, rt := range r.(*kmsg.MetadataRequest).Topics {
-			if rt.Topic != nil && *rt.Topic == "no-such-topic" {
-				once.Do(func() { close(asked) })
-			}
-		}
-		return nil, nil, false
-	})
+	asked := metadataAsked(c, "no-such-topic")
 	failed := make(chan error, 1)
 	sendCtx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond) // bounds its wait for metadata
 	defer cancel()
