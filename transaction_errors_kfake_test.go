@@ -279,51 +279,40 @@ func TestTxnInitConcurrent(t *testing.T) {
 	commitNext(t, c, p, "after") // the transaction begun is still there to abort
 }
 
-// A commit cut short by its ctx says the outcome is not known and to call
-// it again; calling it again learns the outcome.
+// A commit cut short by its ctx, while it waits for the coordinator's
+// EndTxn answer or for the transaction's records (its flush), says so
+// (ErrTransactionTimeout, the ctx's error) and to call it again; calling it
+// again learns the outcome.
 func TestTxnCommitCutShortSaysCallAgain(t *testing.T) {
-	c := newFake(t, 3)
-	open := holdRequests(t, c, kmsg.EndTxn)
-	cfg := testConfig(c)
-	cfg.RequestTimeout = 20 * time.Second
-	p := beginTxn(t, c, cfg, "cut-short", false)
-	wait := sendTxn(t, p, "t", 3, 5, "x")
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	err := p.CommitTransaction(ctx)
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrFatal) || errors.Is(err, ErrTransactionAbortable) ||
-		!strings.Contains(err.Error(), "call CommitTransaction again") {
-		t.Fatalf("CommitTransaction cut short: %v, want the ctx's error and 'call CommitTransaction again'", err)
-	}
-	open()
-	if err := p.CommitTransaction(ctxT(t, 30*time.Second)); err != nil {
-		t.Fatalf("CommitTransaction again: %v", err)
-	}
-	if errs := wait(); len(errs) > 0 {
-		t.Fatal(errs[0])
-	}
-}
-
-// A commit cut short while it waits for the transaction's records (its
-// flush) is a call cut short too: ErrTransactionTimeout, call it again.
-func TestTxnCommitCutShortInFlushSaysCallAgain(t *testing.T) {
-	c := newFake(t, 3)
-	open := holdRequests(t, c, kmsg.Produce)
-	cfg := testConfig(c)
-	cfg.RequestTimeout = 20 * time.Second
-	p := beginTxn(t, c, cfg, "cut-short-flush", false)
-	wait := sendTxn(t, p, "t", 3, 5, "x")
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	if err := p.CommitTransaction(ctx); !errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrTransactionAbortable) || errors.Is(err, ErrFatal) {
-		t.Fatalf("CommitTransaction cut short in its flush: %v, want ErrTransactionTimeout", err)
-	}
-	open()
-	if err := p.CommitTransaction(ctxT(t, 30*time.Second)); err != nil {
-		t.Fatalf("CommitTransaction again: %v", err)
-	}
-	if errs := wait(); len(errs) > 0 {
-		t.Fatal(errs[0])
+	for _, tc := range []struct {
+		held kmsg.Key
+		says string
+	}{
+		{kmsg.EndTxn, "call CommitTransaction again"},
+		{kmsg.Produce, "call CommitTransaction or AbortTransaction again"},
+	} {
+		t.Run(tc.held.Name(), func(t *testing.T) {
+			c := newFake(t, 3)
+			open := holdRequests(t, c, tc.held)
+			cfg := testConfig(c)
+			cfg.RequestTimeout = 20 * time.Second
+			p := beginTxn(t, c, cfg, "cut-short", false)
+			wait := sendTxn(t, p, "t", 3, 5, "x")
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			err := p.CommitTransaction(ctx)
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrTransactionTimeout) || errors.Is(err, ErrFatal) || errors.Is(err, ErrTransactionAbortable) ||
+				!strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("CommitTransaction cut short: %v, want ErrTransactionTimeout, the ctx's error and %q", err, tc.says)
+			}
+			open()
+			if err := p.CommitTransaction(ctxT(t, 30*time.Second)); err != nil {
+				t.Fatalf("CommitTransaction again: %v", err)
+			}
+			if errs := wait(); len(errs) > 0 {
+				t.Fatal(errs[0])
+			}
+		})
 	}
 }
 
