@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -587,20 +588,14 @@ func TestTxnCloseAbortsOpenTransaction(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	defer mu.Unlock()
-	if len(endTxns) != 1 || endTxns[0] {
-		t.Fatalf("EndTxn requests (commit?) %v, want one abort", endTxns)
-	}
+	ends := slices.Clone(endTxns)
 	mu.Unlock()
+	if len(ends) != 1 || ends[0] {
+		t.Fatalf("EndTxn requests (commit?) %v, want one abort", ends)
+	}
 	// A committed transaction after it, so that the read below is done
 	// only once it has read past the aborted one.
-	p2 := newTxnProducer(t, testConfig(c), "close", false)
-	if err := p2.InitTransactions(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p2.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
+	p2 := beginTxn(t, c, testConfig(c), "close", false)
 	after := sendTxn(t, p2, "t", 3, 1, "after")
 	if err := p2.CommitTransaction(ctx); err != nil {
 		t.Fatal(err)
@@ -609,7 +604,6 @@ func TestTxnCloseAbortsOpenTransaction(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	checkTxnVisibility(t, c.ListenAddrs(), "t", []string{"after"}, 3)
-	mu.Lock()
 }
 
 // BenchmarkTxnAppend is BenchmarkAppend inside one transaction: the
