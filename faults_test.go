@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"sort"
 	"strconv"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // faultRun produces a known sequence, reads everything back with an
@@ -113,15 +116,41 @@ func (f *faultRun) check(t *testing.T, brokers []string) faultCounts {
 
 	seen := map[string]int{}
 	last := map[int32]int{}
+	next := map[int32]int64{} // per partition: the offset after the last record read
+	var ends map[int32]int64  // the end offsets last listed
+	caughtUp := func() bool {
+		for p, end := range ends {
+			if next[p] < end {
+				return false
+			}
+		}
+		return ends != nil
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	quietSince := time.Now()
 	for time.Now().Before(deadline) {
+		if ends == nil || caughtUp() {
+			// Everything the log held when last asked has been read:
+			// ask again, and stop once the end offsets stand still.
+			// Records acknowledged with acks=0 or 1 may be lost, so
+			// "every acknowledged record read" is not the only end;
+			// then the read waits 2s of quiet for the replicas to move
+			// the high watermark over records they had not copied yet.
+			now, err := f.endOffsets(cl)
+			if err != nil {
+				t.Logf("%s: listing end offsets: %v", f.name, err)
+			} else if ends != nil && maps.Equal(now, ends) && (f.allSeen(seen) || time.Since(quietSince) > 2*time.Second) {
+				break
+			} else {
+				ends = now
+			}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		fs := cl.PollFetches(ctx)
 		cancel()
-		n := 0
 		fs.EachRecord(func(r *kgo.Record) {
-			n++
+			quietSince = time.Now()
+			next[r.Partition] = max(next[r.Partition], r.Offset+1)
 			k := string(r.Value)
 			seen[k]++
 			parts := strings.SplitN(k, ":", 2)
@@ -131,19 +160,6 @@ func (f *faultRun) check(t *testing.T, brokers []string) faultCounts {
 			}
 			last[r.Partition] = max(last[r.Partition], i)
 		})
-		if n > 0 {
-			quietSince = time.Now()
-		}
-		// Done when every acked record is in and nothing came for 2s.
-		have := 0
-		for k := range f.acked {
-			if seen[k] > 0 {
-				have++
-			}
-		}
-		if have == c.acked && time.Since(quietSince) > 2*time.Second {
-			break
-		}
 	}
 	for k, n := range seen {
 		c.inLog++
@@ -177,6 +193,50 @@ func (f *faultRun) check(t *testing.T, brokers []string) faultCounts {
 		f.mu.Unlock()
 	}
 	return c
+}
+
+// allSeen says whether every acknowledged record is among seen.
+func (f *faultRun) allSeen(seen map[string]int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k := range f.acked {
+		if seen[k] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// endOffsets lists the high watermark of each of the run's partitions.
+func (f *faultRun) endOffsets(cl *kgo.Client) (map[int32]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = f.topic
+	for p := range f.partitions {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = p, -1 // latest: the high watermark
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	ends := map[int32]int64{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := fkerr.ErrorForCode(p.ErrorCode); err != nil {
+				return nil, fmt.Errorf("partition %d: %w", p.Partition, err)
+			}
+			ends[p.Partition] = p.Offset
+		}
+	}
+	if len(ends) != int(f.partitions) {
+		return nil, fmt.Errorf("%d of %d partitions answered", len(ends), f.partitions)
+	}
+	return ends, nil
 }
 
 // excuse takes the failed records whose error matches target out of c:

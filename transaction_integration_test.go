@@ -289,7 +289,8 @@ func TestIntegrationTxnTimeout(t *testing.T) {
 				cfg := txnConfig(brokers)
 				// The brokers look for timed-out transactions every
 				// transaction.abort.timed.out.transaction.cleanup.interval.ms
-				// (10 s by default); the timeout has no lower bound but 1 ms.
+				// (10 s by default, 1 s in scripts/kafka-cluster.sh); the
+				// timeout has no lower bound but 1 ms.
 				cfg.TransactionTimeout = 3 * time.Second
 				p := newTxnProducer(t, cfg, id, proto.v1)
 				ctx := ctxT(t, 90*time.Second)

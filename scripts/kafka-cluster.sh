@@ -338,6 +338,12 @@ transaction.state.log.num.partitions=10
 share.coordinator.state.topic.replication.factor=3
 share.coordinator.state.topic.min.isr=2
 group.initial.rebalance.delay.ms=0
+# Tests delete the topics of those that passed; a deleted partition's files
+# go at once instead of after a minute (a restarted node would load them).
+file.delete.delay.ms=1000
+# Look for transactions open longer than their transaction.timeout.ms every
+# second instead of every 10s: the timeout tests wait for that abort.
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 
 # Faster failure detection than the defaults (9s / 2s / 30s) so fault tests
 # do not idle, yet loose enough for a loaded 2-core machine.

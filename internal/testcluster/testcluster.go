@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -291,6 +292,7 @@ func faultsFor(t testing.TB) *faultState {
 	if fs != nil {
 		return fs
 	}
+	deletePassedTopics(t)
 	f, err := openFaultLock()
 	if err != nil {
 		t.Fatalf("testcluster: %v", err)
@@ -374,6 +376,8 @@ func Restart(t testing.TB, node int) {
 // ---------------------------------------------------------------- topics --
 
 // UniqueTopic returns a topic name made from the test name and random bytes.
+// If the test passes, the topic is deleted before the next fault test (see
+// passedTopics).
 func UniqueTopic(t testing.TB) string {
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -388,7 +392,69 @@ func UniqueTopic(t testing.TB) string {
 	if len(name) > 150 {
 		name = name[:150]
 	}
-	return "kprod-" + string(name) + "-" + hex.EncodeToString(b[:])
+	topic := "kprod-" + string(name) + "-" + hex.EncodeToString(b[:])
+	if wanted, _ := integrationWanted(); wanted {
+		t.Cleanup(func() {
+			if !t.Failed() {
+				passedMu.Lock()
+				passedTopics = append(passedTopics, topic)
+				passedMu.Unlock()
+			}
+		})
+	}
+	return topic
+}
+
+// The topics of tests that passed, deleted before the next fault test
+// breaks the cluster: a restarted node loads (and after a kill -9
+// recovers) every partition it holds, so the topics a suite leaves
+// behind slow each restart (5s for 250 partitions here). A failed test's
+// topic stays, to be looked at. One request for all of them: each
+// deletion takes the controllers a round of their quorum.
+var (
+	passedMu     sync.Mutex
+	passedTopics []string
+)
+
+// deletePassedTopics deletes passedTopics; a failure is only logged.
+func deletePassedTopics(t testing.TB) {
+	passedMu.Lock()
+	topics := passedTopics
+	passedTopics = nil
+	passedMu.Unlock()
+	if len(topics) == 0 {
+		return
+	}
+	cl, err := newClient(BootstrapAddrs()...)
+	if err != nil {
+		t.Logf("testcluster: deleting %d topics: %v", len(topics), err)
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.TimeoutMillis = 15000
+	for _, topic := range topics {
+		req.TopicNames = append(req.TopicNames, topic)
+		rt := kmsg.NewDeleteTopicsRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Logf("testcluster: deleting %d topics: %v", len(topics), err)
+		return
+	}
+	for _, rt := range resp.Topics {
+		if err := fkerr.ErrorForCode(rt.ErrorCode); err != nil && !errors.Is(err, fkerr.UnknownTopicOrPartition) {
+			name := "a topic"
+			if rt.Topic != nil {
+				name = *rt.Topic
+			}
+			t.Logf("testcluster: deleting %s: %v", name, err)
+		}
+	}
 }
 
 // Client returns a franz-go client for brokers, closed when the test ends;

@@ -2,12 +2,14 @@ package testcluster
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -92,6 +94,26 @@ func TestCluster(t *testing.T) {
 		}
 	}
 	t.Logf("topic %s leaders: %v", topic, leaders)
+
+	// A passing test's topic is deleted before the next fault test.
+	var sub string
+	t.Run("deleted", func(t *testing.T) {
+		sub = UniqueTopic(t)
+		CreateTopic(t, brokers, sub, 1, 3, nil)
+	})
+	deletePassedTopics(t)
+	if err := WaitFor(ctx, 100*time.Millisecond, func(ctx context.Context) error {
+		resp, err := metadataRequest(sub).RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != fkerr.UnknownTopicOrPartition.Code {
+			return fmt.Errorf("topic %s still exists after its test passed", sub)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestFaults kills the leader of a partition, checks that another node takes
