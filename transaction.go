@@ -124,6 +124,12 @@ type txnManager struct {
 	// its current epoch (recoverFenced); the abort has nothing left to
 	// ask of it.
 	aborted bool
+	// ended is the last transaction (gen) that complete ended, and
+	// endedCommitted how: a commit or abort that waited for its turn
+	// while another call ended its transaction returns that outcome
+	// instead of ending the next one.
+	ended          uint64
+	endedCommitted bool
 
 	// v1 AddPartitionsToTxn, run by one goroutine at a time (adding)
 	// that the sender starts; requested remembers in which transaction a
@@ -563,6 +569,7 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 		return err
 	}
 	t.state = txnCommitting
+	gen := t.gen.Load()
 	t.mu.Unlock()
 	t.appendMu.Unlock()
 
@@ -574,6 +581,10 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 	}
 	defer t.release()
 	t.mu.Lock()
+	if over, err := t.endedLocked(gen, "CommitTransaction", true); over {
+		t.mu.Unlock()
+		return err
+	}
 	if t.state != txnCommitting { // a record failed: abortable, or fatal
 		err := t.stateErrLocked("CommitTransaction")
 		t.mu.Unlock()
@@ -592,7 +603,7 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 			return fmt.Errorf("CommitTransaction: %w", err)
 		}
 	}
-	t.complete("committed")
+	t.complete(true)
 	return nil
 }
 
@@ -612,13 +623,15 @@ func (p *Producer) AbortTransaction(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
 	defer cancel()
-	if err := t.beginAbort(); err != nil {
+	gen, err := t.beginAbort()
+	if err != nil {
 		return err
 	}
-	return t.abort(ctx)
+	return t.abort(ctx, gen)
 }
 
-func (t *txnManager) beginAbort() error {
+// beginAbort moves to txnAborting and returns the transaction it aborts.
+func (t *txnManager) beginAbort() (uint64, error) {
 	// A Send of the transaction waiting for memory holds appendMu for
 	// reading until it gets some, which in an outage only this abort
 	// frees: such Sends stop waiting (their records fail, as the
@@ -635,16 +648,17 @@ func (t *txnManager) beginAbort() error {
 	case t.state == txnCommitting && !t.endSent:
 		// The commit's flush did not finish: nothing was decided yet.
 	case t.state == txnCommitting:
-		return fmt.Errorf("%w: AbortTransaction after CommitTransaction sent EndTxn: the outcome is decided; call CommitTransaction again to learn it", kerr.ErrTransactionState)
+		return 0, fmt.Errorf("%w: AbortTransaction after CommitTransaction sent EndTxn: the outcome is decided; call CommitTransaction again to learn it", kerr.ErrTransactionState)
 	default:
-		return t.stateErrLocked("AbortTransaction")
+		return 0, t.stateErrLocked("AbortTransaction")
 	}
 	t.state = txnAborting
 	t.p.snd.wake() // the sender fails what is not sent yet
-	return nil
+	return t.gen.Load(), nil
 }
 
-func (t *txnManager) abort(ctx context.Context) error {
+// abort aborts transaction gen, which beginAbort began to abort.
+func (t *txnManager) abort(ctx context.Context, gen uint64) error {
 	p := t.p
 	for _, ch := range p.acc.snapshotIncomplete() {
 		select {
@@ -658,6 +672,10 @@ func (t *txnManager) abort(ctx context.Context) error {
 	}
 	defer t.release()
 	t.mu.Lock()
+	if over, err := t.endedLocked(gen, "AbortTransaction", false); over {
+		t.mu.Unlock()
+		return err
+	}
 	if t.state == txnFatal {
 		err := t.err
 		t.mu.Unlock()
@@ -710,19 +728,43 @@ func (t *txnManager) abort(ctx context.Context) error {
 		t.idGen++
 		t.mu.Unlock()
 	}
-	t.complete("aborted")
+	t.complete(false)
 	return nil
 }
 
 // complete ends the transaction after a successful EndTxn (or none
 // needed): the producer is ready for the next one.
-func (t *txnManager) complete(how string) {
+func (t *txnManager) complete(commit bool) {
+	how := "aborted"
+	if commit {
+		how = "committed"
+	}
 	t.mu.Lock()
 	t.state, t.err = txnReady, nil
 	gen, pid, epoch := t.gen.Load(), t.pid, t.epoch
+	t.ended, t.endedCommitted = gen, commit
 	t.mu.Unlock()
 	t.p.log.Debug("transaction "+how, "transactional_id", t.id, "transaction", gen, "producer_id", pid, "epoch", epoch)
 	t.p.snd.wake()
+}
+
+// endedLocked says whether transaction gen, which op (a commit or an
+// abort) waited to end, was ended meanwhile by another call, and if so
+// what op returns: nil if it ended the way op would have, else an
+// ErrTransactionState saying how it ended. t.mu is held.
+func (t *txnManager) endedLocked(gen uint64, op string, commit bool) (bool, error) {
+	switch {
+	case t.ended < gen:
+		return false, nil
+	case t.ended > gen:
+		return true, fmt.Errorf("%w: %s: another call ended the transaction meanwhile, and the next one too", kerr.ErrTransactionState, op)
+	case t.endedCommitted == commit:
+		return true, nil
+	case commit:
+		return true, fmt.Errorf("%w: %s: a concurrent AbortTransaction aborted the transaction", kerr.ErrTransactionState, op)
+	default:
+		return true, fmt.Errorf("%w: %s: a concurrent CommitTransaction committed the transaction", kerr.ErrTransactionState, op)
+	}
 }
 
 // fail moves to the error state err belongs to: fatal for errors wrapping
@@ -773,10 +815,11 @@ func (t *txnManager) closeAbort(ctx context.Context) {
 	if !open {
 		return
 	}
-	if err := t.beginAbort(); err != nil {
+	gen, err := t.beginAbort()
+	if err != nil {
 		return
 	}
-	if err := t.abort(ctx); err != nil {
+	if err := t.abort(ctx, gen); err != nil {
 		t.p.log.Warn("close: could not abort the open transaction; the coordinator aborts it after transaction.timeout.ms", "transactional_id", t.id, "err", err)
 	}
 }

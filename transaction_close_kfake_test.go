@@ -243,3 +243,69 @@ func TestTxnAbortWaitsForOffsetsCutShort(t *testing.T) {
 		})
 	}
 }
+
+// Two CommitTransaction (or two AbortTransaction) calls under way at once
+// end the transaction once, and both return its outcome, as Java's
+// callers share one pending result: the second must not end whatever
+// transaction is current when it gets its turn (after the first was over,
+// the next may have begun).
+func TestTxnConcurrentEndsEndOnce(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		name := map[bool]string{true: "commit", false: "abort"}[commit]
+		t.Run(name, func(t *testing.T) {
+			c := newFake(t, 1)
+			p := beginTxn(t, c, testConfig(c), "concurrent-"+name, false)
+			if errs := sendTxn(t, p, "t", 1, 3, "x")(); len(errs) > 0 {
+				t.Fatal(errs[0])
+			}
+			var endTxns atomic.Int32
+			c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				endTxns.Add(1)
+				return nil, nil, false
+			})
+			ctx := ctxT(t, 30*time.Second)
+			// Both calls wait for the coordinator's turn, which the test
+			// holds until both are there.
+			if err := p.txn.acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			errs := make(chan error, 2)
+			for range 2 {
+				go func() {
+					if commit {
+						errs <- p.CommitTransaction(ctx)
+					} else {
+						errs <- p.AbortTransaction(ctx)
+					}
+				}()
+			}
+			for p.txn.acquiring.Load() < 2 {
+				if ctx.Err() != nil {
+					p.txn.release()
+					t.Fatal("the two calls did not get to the coordinator's turn")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			p.txn.release()
+			for range 2 {
+				if err := <-errs; err != nil {
+					t.Errorf("%s: %v, want nil (the outcome both calls asked for)", name, err)
+				}
+			}
+			if n := endTxns.Load(); n != 1 {
+				t.Errorf("%d EndTxn requests, want 1", n)
+			}
+			// The producer is ready for the next transaction.
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if errs := sendTxn(t, p, "t", 1, 3, "y")(); len(errs) > 0 {
+				t.Fatal(errs[0])
+			}
+			if err := p.CommitTransaction(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
