@@ -60,18 +60,23 @@ type runResult struct {
 type summary struct {
 	Target string `json:"target"`
 	config
-	Client      string   `json:"client"`
-	Runs        int      `json:"runs_ok"`
-	Failed      int      `json:"runs_failed"`
-	RecPerSec   float64  `json:"records_per_s"`
-	MiBPerSec   float64  `json:"mib_per_s"`
-	P50Ms       float64  `json:"p50_ms"`
-	P99Ms       float64  `json:"p99_ms"`
-	MaxMs       float64  `json:"max_ms"`
-	CPUPerMRec  float64  `json:"cpu_s_per_1m"`
-	MaxRSSMiB   float64  `json:"max_rss_mib"`
-	RateRatio   float64  `json:"records_per_s_vs_baseline,omitempty"`
-	CPURatio    float64  `json:"cpu_per_record_vs_baseline,omitempty"`
+	Client     string  `json:"client"`
+	Runs       int     `json:"runs_ok"`
+	Failed     int     `json:"runs_failed"`
+	RecPerSec  float64 `json:"records_per_s"`
+	MiBPerSec  float64 `json:"mib_per_s"`
+	P50Ms      float64 `json:"p50_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	MaxMs      float64 `json:"max_ms"`
+	CPUPerMRec float64 `json:"cpu_s_per_1m"`
+	MaxRSSMiB  float64 `json:"max_rss_mib"`
+	RateRatio  float64 `json:"records_per_s_vs_baseline,omitempty"`
+	CPURatio   float64 `json:"cpu_per_record_vs_baseline,omitempty"`
+	// OwnCPURatio is CPURatio with the harness row's CPU (the Go
+	// worker's own work per record) taken from both sides: the Go
+	// clients' own CPU per record against franz-go's. Only when the
+	// harness ran.
+	OwnCPURatio float64  `json:"own_cpu_per_record_vs_baseline,omitempty"`
 	Idempotent  *bool    `json:"idempotent,omitempty"`
 	Notes       string   `json:"notes,omitempty"`
 	Version     string   `json:"version,omitempty"`
@@ -654,13 +659,26 @@ func applyRatios(sums []summary) {
 	if base == nil {
 		return
 	}
+	var harness *summary
 	for i := range sums {
-		if sums[i].Runs == 0 {
+		if sums[i].Client == "harness" && sums[i].Runs > 0 {
+			harness = &sums[i]
+		}
+	}
+	for i := range sums {
+		s := &sums[i]
+		if s.Runs == 0 {
 			continue
 		}
-		sums[i].RateRatio = sums[i].RecPerSec / base.RecPerSec
+		s.RateRatio = s.RecPerSec / base.RecPerSec
 		if base.CPUPerMRec > 0 {
-			sums[i].CPURatio = sums[i].CPUPerMRec / base.CPUPerMRec
+			s.CPURatio = s.CPUPerMRec / base.CPUPerMRec
+		}
+		// The harness's work is the Go worker's, not the JVM's.
+		if harness != nil && s.Client != "harness" && s.Client != "java" {
+			if own, baseOwn := s.CPUPerMRec-harness.CPUPerMRec, base.CPUPerMRec-harness.CPUPerMRec; own > 0 && baseOwn > 0 {
+				s.OwnCPURatio = own / baseOwn
+			}
 		}
 	}
 }

@@ -84,20 +84,32 @@ func (rep *report) writeHeader(o *options, clients []string) {
 func (rep *report) writeTable(t *target, cfg config, sums []summary) {
 	md := &rep.md
 	fmt.Fprintf(md, "### %s — %d B values, batch.size %d, compression %s, %s\n\n", t.desc, cfg.Size, cfg.Batch, cfg.Compression, rateText(cfg.Rate))
-	md.WriteString("| client | records/s | MiB/s | p50 ms | p99 ms | max ms | CPU s / 1M records | peak RSS MiB | records/s vs franz-go | CPU/record vs franz-go | idempotent | runs |\n")
-	md.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|--:|\n")
+	// With the harness row, a column for the clients' own CPU (without
+	// the worker's share, which the harness row measures) against
+	// franz-go's.
+	own := slices.ContainsFunc(sums, func(s summary) bool { return s.OwnCPURatio > 0 })
+	ownHead, ownSep, ownEmpty := "", "", ""
+	if own {
+		ownHead, ownSep, ownEmpty = " own CPU/record vs franz-go (less harness) |", "--:|", " |"
+	}
+	md.WriteString("| client | records/s | MiB/s | p50 ms | p99 ms | max ms | CPU s / 1M records | peak RSS MiB | records/s vs franz-go | CPU/record vs franz-go |" + ownHead + " idempotent | runs |\n")
+	md.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|" + ownSep + ":-:|--:|\n")
 	for _, s := range sums {
 		if s.Runs == 0 {
-			fmt.Fprintf(md, "| %s | failed | | | | | | | | | | 0/%d |\n", s.Client, s.Failed)
+			fmt.Fprintf(md, "| %s | failed | | | | | | | | |%s | 0/%d |\n", s.Client, ownEmpty, s.Failed)
 			continue
 		}
 		name := s.Client
 		if s.KeptUp != nil && !*s.KeptUp {
 			name += " (fell behind the rate)"
 		}
-		fmt.Fprintf(md, "| %s | %.0f | %.1f | %s | %s | %s | %.2f | %.0f | %s | %s | %s | %d/%d |\n",
+		ownCol := ""
+		if own {
+			ownCol = " " + ratio(s.OwnCPURatio) + " |"
+		}
+		fmt.Fprintf(md, "| %s | %.0f | %.1f | %s | %s | %s | %.2f | %.0f | %s | %s |%s %s | %d/%d |\n",
 			name, s.RecPerSec, s.MiBPerSec, msText(s.P50Ms), msText(s.P99Ms), msText(s.MaxMs),
-			s.CPUPerMRec, s.MaxRSSMiB, ratio(s.RateRatio), ratio(s.CPURatio), yesNo(s.Idempotent), s.Runs, s.Runs+s.Failed)
+			s.CPUPerMRec, s.MaxRSSMiB, ratio(s.RateRatio), ratio(s.CPURatio), ownCol, yesNo(s.Idempotent), s.Runs, s.Runs+s.Failed)
 	}
 	fmt.Fprintf(md, "\nLoad average when this table was done: %s.\n\n", loadAvg())
 	for _, s := range sums {
