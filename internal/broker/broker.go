@@ -167,6 +167,18 @@ func (b *Broker) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error
 	return c.Do(ctx, req)
 }
 
+// DoNow is Do for a caller that has other brokers to ask (the metadata
+// refresh, as Java's leastLoadedNode skips a node in reconnect backoff):
+// a node backing off after a lost connection fails at once too, with
+// ErrConnectionLost, instead of waiting out its backoff.
+func (b *Broker) DoNow(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	c, err := b.connect(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	return c.Do(ctx, req)
+}
+
 // DoTracked is Do with Conn.DoTracked's channel for a request given up on.
 func (b *Broker) DoTracked(ctx context.Context, req kmsg.Request) (kmsg.Response, <-chan struct{}, error) {
 	c, err := b.Connect(ctx)
@@ -179,6 +191,12 @@ func (b *Broker) DoTracked(ctx context.Context, req kmsg.Request) (kmsg.Response
 // Connect returns the live connection, dialing (or waiting for the dial
 // under way) if there is none.
 func (b *Broker) Connect(ctx context.Context) (*Conn, error) {
+	return b.connect(ctx, true)
+}
+
+// connect is Connect; backoff says whether to wait out the backoff after
+// a lost connection rather than fail.
+func (b *Broker) connect(ctx context.Context, backoff bool) (*Conn, error) {
 	for {
 		b.mu.Lock()
 		if b.closed {
@@ -200,7 +218,11 @@ func (b *Broker) Connect(ctx context.Context) (*Conn, error) {
 		b.mu.Unlock()
 		if wait == nil {
 			// Backing off after a lost connection: wait it out.
-			t := time.NewTimer(time.Until(b.BackoffUntil()))
+			until := b.BackoffUntil()
+			if !backoff {
+				return nil, fmt.Errorf("%w to broker %d (%s); reconnecting after %s (reconnect.backoff.ms)", kerr.ErrConnectionLost, b.id, b.addr, until.Format(time.StampMilli))
+			}
+			t := time.NewTimer(time.Until(until))
 			select {
 			case <-t.C:
 			case <-ctx.Done():

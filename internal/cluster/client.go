@@ -581,7 +581,7 @@ func (c *Client) refresh() error {
 		c.mu.Unlock()
 		// A fresh request per attempt: the connection that failed the
 		// last one may still be encoding it.
-		resp, err := b.Do(ctx, c.buildRequest())
+		resp, err := b.DoNow(ctx, c.buildRequest())
 		if err != nil {
 			if securityFailure(err) && refused == nil {
 				refused = err // names the broker already

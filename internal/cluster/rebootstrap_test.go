@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -159,5 +160,67 @@ func TestRebootstrapAfterTrigger(t *testing.T) {
 	refreshUntilCluster(t, c, "new-cluster", 10*time.Second)
 	if d := time.Since(failedAt); d < cfg.RebootstrapTrigger {
 		t.Errorf("rebootstrapped %v after the first failure, want no sooner than the trigger (%v)", d, cfg.RebootstrapTrigger)
+	}
+}
+
+// A refresh does not wait out the reconnect backoff of a broker whose
+// connection was lost: it moves on (Java's leastLoadedNode skips a node
+// in reconnect backoff), here to a rebootstrap, since that broker was the
+// only one known.
+func TestRefreshSkipsBrokerBackingOffAfterLostConnection(t *testing.T) {
+	fake := newCluster(t, kfake.NumBrokers(1))
+	cfg := testConfig(fake.ListenAddrs()...)
+	cfg.Rebootstrap = true
+	cfg.RebootstrapTrigger = time.Hour
+	cfg.Broker.ReconnectBackoff, cfg.Broker.ReconnectBackoffMax = 5*time.Second, 5*time.Second
+	var conns struct {
+		sync.Mutex
+		all []net.Conn
+	}
+	cfg.Broker.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err == nil {
+			conns.Lock()
+			conns.all = append(conns.all, c)
+			conns.Unlock()
+		}
+		return c, err
+	}
+	c := newClient(t, cfg)
+	// Until the metadata came from the broker itself, not its bootstrap
+	// address.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(c.Brokers()) != 1 || !c.Brokers()[0].Connected() {
+		if time.Now().After(deadline) {
+			t.Fatal("no connection to the broker the metadata named")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = c.Refresh(ctx)
+		cancel()
+	}
+	b := c.Brokers()[0]
+	conns.Lock()
+	for _, conn := range conns.all {
+		conn.Close()
+	}
+	conns.Unlock()
+	for b.Connected() {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed connection is not seen lost")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	for {
+		err := c.Refresh(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no metadata %v after the connection was lost (reconnect.backoff.ms 5s): %v", time.Since(start).Round(time.Millisecond), err)
+		}
 	}
 }
