@@ -209,14 +209,43 @@ func (f *faultRun) allSeen(seen map[string]int) bool {
 
 // endOffsets lists the high watermark of each of the run's partitions.
 func (f *faultRun) endOffsets(cl *kgo.Client) (map[int32]int64, error) {
+	ends, err := topicEndOffsets(cl, f.topic, false)
+	if err == nil && len(ends) != int(f.partitions) {
+		err = fmt.Errorf("%d of %d partitions answered", len(ends), f.partitions)
+	}
+	return ends, err
+}
+
+// topicEndOffsets lists the end offset of each partition of topic: its
+// last stable offset if committed (the end of what read_committed
+// consumers may read: no transaction open below it), else its high
+// watermark.
+func topicEndOffsets(cl *kgo.Client, topic string, committed bool) (map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	md.Topics = append(md.Topics, mt)
+	mresp, err := md.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if len(mresp.Topics) != 1 {
+		return nil, fmt.Errorf("metadata: %d topics", len(mresp.Topics))
+	}
+	if err := fkerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
 	req := kmsg.NewPtrListOffsetsRequest()
+	if committed {
+		req.IsolationLevel = 1
+	}
 	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = f.topic
-	for p := range f.partitions {
+	rt.Topic = topic
+	for _, mp := range mresp.Topics[0].Partitions {
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp = p, -1 // latest: the high watermark
+		rp.Partition, rp.Timestamp = mp.Partition, -1 // latest
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	req.Topics = append(req.Topics, rt)
@@ -233,8 +262,8 @@ func (f *faultRun) endOffsets(cl *kgo.Client) (map[int32]int64, error) {
 			ends[p.Partition] = p.Offset
 		}
 	}
-	if len(ends) != int(f.partitions) {
-		return nil, fmt.Errorf("%d of %d partitions answered", len(ends), f.partitions)
+	if len(ends) != len(mresp.Topics[0].Partitions) {
+		return nil, fmt.Errorf("%d of %d partitions answered", len(ends), len(mresp.Topics[0].Partitions))
 	}
 	return ends, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -66,23 +67,28 @@ func sendTxn(t *testing.T, p *Producer, topic string, partitions int32, n int, p
 	}
 }
 
-// readCommitted reads topic with isolation level read_committed (or
-// read_uncommitted) until done says it has what it waits for and nothing
-// new came for quiet, or until 60 s, and returns how often each value
-// was seen.
+// readTopic reads topic with isolation level read_committed (or
+// read_uncommitted) until done says it has what it waits for and the read
+// has reached the end of every partition: for read_committed, with no
+// transaction open there any more (its last stable offset is its high
+// watermark); while one stays open, once nothing new came for quiet. It
+// gives up after 60 s, and returns how often each value was seen.
 func readTopic(t *testing.T, brokers []string, topic string, committed bool, quiet time.Duration, done func(map[string]int) bool) map[string]int {
 	t.Helper()
 	iso := kgo.ReadUncommitted()
 	if committed {
 		iso = kgo.ReadCommitted()
 	}
+	// Control records (transaction markers) come too, so that the read's
+	// position can be set against the partitions' end offsets.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond), kgo.KeepControlRecords())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	seen := map[string]int{}
+	next := map[int32]int64{} // per partition: the offset after the last record read
 	deadline := time.Now().Add(60 * time.Second)
 	last := time.Now()
 	for time.Now().Before(deadline) {
@@ -90,10 +96,34 @@ func readTopic(t *testing.T, brokers []string, topic string, committed bool, qui
 		fs := cl.PollFetches(ctx)
 		cancel()
 		fs.EachRecord(func(r *kgo.Record) {
-			seen[string(r.Value)]++
+			next[r.Partition] = max(next[r.Partition], r.Offset+1)
 			last = time.Now()
+			if !r.Attrs.IsControl() {
+				seen[string(r.Value)]++
+			}
 		})
-		if done(seen) && time.Since(last) >= quiet {
+		if !done(seen) {
+			continue
+		}
+		ends, err := topicEndOffsets(cl, topic, committed)
+		if err != nil {
+			t.Logf("reading %s: %v", topic, err)
+			continue
+		}
+		settled := true
+		if committed {
+			hwms, err := topicEndOffsets(cl, topic, false)
+			if err != nil {
+				t.Logf("reading %s: %v", topic, err)
+				continue
+			}
+			settled = maps.Equal(ends, hwms)
+		}
+		reached := true
+		for p, end := range ends {
+			reached = reached && next[p] >= end
+		}
+		if reached && (settled || time.Since(last) >= quiet) {
 			return seen
 		}
 	}
