@@ -60,7 +60,11 @@ type Conn struct {
 	wvecs    net.Buffers  // what net.Buffers.WriteTo consumes; writer goroutine only
 	lastUsed atomic.Int64 // unix nanos of the last request or response
 	done     chan struct{}
-	wg       sync.WaitGroup
+	// failed is closed once kill has failed the requests that were on
+	// the wire: the writer fails those still waiting to be written (newer)
+	// only after them, so that they fail in the order they were sent.
+	failed chan struct{}
+	wg     sync.WaitGroup
 
 	tls    bool      // nc is TLS; set during setup
 	reauth time.Time // when to re-authenticate (KIP-368), zero: never; writer goroutine only after setup
@@ -104,6 +108,7 @@ func dialConn(ctx context.Context, nodeID int32, addr string, cfg *Config, setup
 		writeCh:  make(chan *pending, cfg.MaxInFlight),
 		inflight: make(map[int32]*pending, cfg.MaxInFlight),
 		done:     make(chan struct{}),
+		failed:   make(chan struct{}),
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
@@ -475,6 +480,7 @@ func (c *Conn) kill(err error, corr int32, cause error, onlyIdle bool) bool {
 		}
 		c.complete(taken[id], nil, e)
 	}
+	close(c.failed)
 	return true
 }
 
@@ -518,6 +524,7 @@ func (c *Conn) writeLoop() {
 			}
 			idle.Reset(next)
 		case <-c.done:
+			<-c.failed // after the requests that were on the wire
 			for {
 				select {
 				case p := <-c.writeCh:
@@ -561,6 +568,7 @@ func (c *Conn) write(p *pending, buf []byte) []byte {
 		err := c.err
 		c.mu.Unlock()
 		clear(c.refs)
+		<-c.failed // after the requests that were on the wire
 		c.complete(p, nil, err)
 		return buf
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"net"
 	"runtime"
 	"slices"
 	"strings"
@@ -623,5 +624,87 @@ func TestUndecodableResponseFailsOldestFirst(t *testing.T) {
 	wg.Wait()
 	if !slices.Equal(order, []int{0, 1}) {
 		t.Errorf("requests failed in the order %v, want oldest first [0 1]", order)
+	}
+}
+
+// blockingConn lets writes through until the test arms it; the armed
+// write after the first blocks until Close, as on a peer that stopped
+// reading with the socket buffers full.
+type blockingConn struct {
+	net.Conn
+	armed  atomic.Bool
+	writes atomic.Int32
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (b *blockingConn) Write(p []byte) (int, error) {
+	if b.armed.Load() && b.writes.Add(1) > 1 {
+		<-b.closed
+		return 0, net.ErrClosed
+	}
+	return b.Conn.Write(p)
+}
+
+func (b *blockingConn) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return b.Conn.Close()
+}
+
+// Requests still waiting to be written when the connection dies are newer
+// than those on the wire: they fail after them, so that what the requests
+// carry (a partition's batches) fails in the order it was sent.
+func TestConnCloseFailsQueuedAfterInFlight(t *testing.T) {
+	kc := newCluster(t)
+	rel := release(t)
+	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		hold(rel)
+		return nil, nil, false
+	})
+	cfg := testConfig()
+	var bc *blockingConn
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		bc = &blockingConn{Conn: nc, closed: make(chan struct{})}
+		return bc, nil
+	}
+	c := dialTest(t, kc.ListenAddrs()[0], cfg)
+	bc.armed.Store(true)
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	const n = 5 // 0 written, 1 blocked in its write, 2..4 waiting for the writer
+	for i := range n {
+		wg.Add(1)
+		if !c.TrySend(metadataReq(), false, func(kmsg.Response, error) {
+			if i == 0 {
+				// The oldest takes a while to handle: the others must
+				// wait for it, not overtake it.
+				time.Sleep(100 * time.Millisecond)
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			wg.Done()
+		}) {
+			t.Fatalf("request %d refused", i)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for bc.writes.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second request's write did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.Close()
+	wg.Wait()
+	if !slices.Equal(order, []int{0, 1, 2, 3, 4}) {
+		t.Errorf("requests failed in the order %v, want the order they were sent [0 1 2 3 4]", order)
 	}
 }

@@ -100,6 +100,7 @@ func rawConn(nc net.Conn, cfg *Config) *Conn {
 		writeCh:  make(chan *pending, cfg.MaxInFlight),
 		inflight: make(map[int32]*pending),
 		done:     make(chan struct{}),
+		failed:   make(chan struct{}),
 		vers:     make(versions, 19),
 	}
 	for k := range c.vers {
@@ -300,7 +301,7 @@ func BenchmarkConnWrite(b *testing.B) {
 			}()
 			cfg := testConfig()
 			c := &Conn{cfg: cfg, nc: nc, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID)),
-				inflight: make(map[int32]*pending), done: make(chan struct{})}
+				inflight: make(map[int32]*pending), done: make(chan struct{}), failed: make(chan struct{})}
 			p := &pending{req: tc.req, noResp: true, internal: true, done: func(kmsg.Response, error) {}}
 			b.SetBytes(int64(len(c.format.AppendRequest(nil, tc.req, 1))))
 			b.ReportAllocs()
