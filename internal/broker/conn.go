@@ -64,7 +64,13 @@ type Conn struct {
 	// the wire: the writer fails those still waiting to be written (newer)
 	// only after them, so that they fail in the order they were sent.
 	failed chan struct{}
-	wg     sync.WaitGroup
+	// answering is held by the reader from taking a response's request
+	// out of the in-flight map until it has completed it, and by kill
+	// while it fails the requests on the wire: a response taken just
+	// before the connection died completes before the older-first
+	// failures of the requests sent after it.
+	answering sync.Mutex
+	wg        sync.WaitGroup
 
 	tls    bool      // nc is TLS; set during setup
 	reauth time.Time // when to re-authenticate (KIP-368), zero: never; writer goroutine only after setup
@@ -472,7 +478,9 @@ func (c *Conn) kill(err error, corr int32, cause error, onlyIdle bool) bool {
 	c.mu.Unlock()
 	c.nc.Close()
 	// Oldest first (the map has no order), so that what the requests
-	// carry fails in the order it was sent.
+	// carry fails in the order it was sent, and after a response being
+	// completed.
+	c.answering.Lock()
 	for _, id := range slices.Sorted(maps.Keys(taken)) {
 		e := err
 		if id == corr && cause != nil {
@@ -480,6 +488,7 @@ func (c *Conn) kill(err error, corr int32, cause error, onlyIdle bool) bool {
 		}
 		c.complete(taken[id], nil, e)
 	}
+	c.answering.Unlock()
 	close(c.failed)
 	return true
 }
@@ -661,14 +670,17 @@ func (c *Conn) readLoop() {
 			c.failWith(c.lostErr("read", errors.New(what)), corr, c.lostErr("read", fmt.Errorf("%s; the request may have been acted on", what)))
 			return
 		}
+		c.answering.Lock()
 		c.mu.Lock()
 		_, ok = c.inflight[corr]
 		delete(c.inflight, corr)
 		c.mu.Unlock()
 		if !ok {
+			c.answering.Unlock()
 			return // failed meanwhile (its timeout) with the connection
 		}
 		c.complete(p, resp, nil)
+		c.answering.Unlock()
 	}
 }
 

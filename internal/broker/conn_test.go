@@ -708,3 +708,45 @@ func TestConnCloseFailsQueuedAfterInFlight(t *testing.T) {
 		t.Errorf("requests failed in the order %v, want the order they were sent [0 1 2 3 4]", order)
 	}
 }
+
+// A response being completed when the connection dies completes before
+// the failures of the requests sent after it.
+func TestConnCloseFailsAfterResponseBeingCompleted(t *testing.T) {
+	kc := newCluster(t)
+	rel := release(t)
+	var n atomic.Int32
+	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		if n.Add(1) > 1 {
+			hold(rel) // the second and third: never answered
+		}
+		return nil, nil, false
+	})
+	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	completing := make(chan struct{})
+	for i := range 3 {
+		wg.Add(1)
+		if !c.TrySend(metadataReq(), false, func(kmsg.Response, error) {
+			if i == 0 {
+				// Answered; the connection dies while it is completed.
+				close(completing)
+				time.Sleep(100 * time.Millisecond)
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			wg.Done()
+		}) {
+			t.Fatalf("request %d refused", i)
+		}
+	}
+	<-completing
+	c.Close()
+	wg.Wait()
+	if !slices.Equal(order, []int{0, 1, 2}) {
+		t.Errorf("requests completed in the order %v, want the order they were sent [0 1 2]", order)
+	}
+}
