@@ -92,6 +92,7 @@ func TestRefusedRecordKeepsNoTimestamp(t *testing.T) {
 	cfg.MaxBlock = 50 * time.Millisecond
 	p := newTestProducer(t, cfg)
 	ctx := ctxT(t, 10*time.Second)
+	metadataReady(t, p, "t") // the size check comes after it, as in Java
 
 	big := &Record{Topic: "t", Value: make([]byte, 2000)}
 	if err := p.SendSync(ctx, big); !errors.Is(err, kerr.ErrRecordTooLarge) {

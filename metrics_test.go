@@ -106,6 +106,7 @@ func TestMetricsCompressionAndTopics(t *testing.T) {
 	cfg.MaxBlock = 100 * time.Millisecond
 	p := newTestProducer(t, cfg)
 	ctx := ctxT(t, 10*time.Second)
+	metadataReady(t, p, "t")
 	val := bytes.Repeat([]byte("a"), 200)
 	for range 20 {
 		if err := p.SendSync(ctx, &Record{Topic: "t", Value: val}); err != nil {

@@ -528,6 +528,24 @@ func TestUnknownPartition(t *testing.T) {
 	}
 }
 
+// metadataReady waits until p has topic's metadata, for a test whose
+// max.block.ms is shorter than a first metadata fetch may take on a loaded
+// machine (dial, ApiVersions, Metadata); each PartitionsFor waits at most
+// max.block.ms, so it asks again until ctxT's bound.
+func metadataReady(t *testing.T, p *Producer, topic string) {
+	t.Helper()
+	ctx := ctxT(t, 20*time.Second)
+	for {
+		_, err := p.PartitionsFor(ctx, topic)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no metadata for %s: %v", topic, err)
+		}
+	}
+}
+
 // metadataAsked returns a channel closed once a Metadata request names
 // topic: a Send waiting for the topic's metadata has started to wait.
 func metadataAsked(c *kfake.Cluster, topic string) <-chan struct{} {

@@ -168,12 +168,7 @@ func TestApiVersionsAlwaysUnsupported(t *testing.T) {
 // the other requests in flight on it with ErrConnectionLost.
 func TestRequestTimeout(t *testing.T) {
 	kc := newCluster(t)
-	rel := release(t)
-	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		hold(rel)
-		return nil, nil, false
-	})
+	holdMetadata(t, kc)
 	cfg := testConfig()
 	cfg.RequestTimeout = 800 * time.Millisecond
 	c := dialTest(t, kc.ListenAddrs()[0], cfg)
@@ -428,12 +423,7 @@ func TestDoContextEnds(t *testing.T) {
 // and returns only once the reader and writer goroutines are gone.
 func TestConnCloseFailsInFlightAndWaits(t *testing.T) {
 	kc := newCluster(t)
-	rel := release(t)
-	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		hold(rel)
-		return nil, nil, false
-	})
+	holdMetadata(t, kc)
 	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
 	var calls atomic.Int32
 	var got atomic.Pointer[error]
@@ -656,12 +646,7 @@ func (b *blockingConn) Close() error {
 // carry (a partition's batches) fails in the order it was sent.
 func TestConnCloseFailsQueuedAfterInFlight(t *testing.T) {
 	kc := newCluster(t)
-	rel := release(t)
-	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
-		kc.KeepControl()
-		hold(rel)
-		return nil, nil, false
-	})
+	holdMetadata(t, kc)
 	cfg := testConfig()
 	var bc *blockingConn
 	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {

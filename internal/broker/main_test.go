@@ -72,6 +72,16 @@ func hold(ch <-chan struct{}) {
 	}
 }
 
+// holdMetadata makes kc hold every Metadata request until the test ends.
+func holdMetadata(t *testing.T, kc *kfake.Cluster) {
+	rel := release(t)
+	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		hold(rel)
+		return nil, nil, false
+	})
+}
+
 func metadataReq() *kmsg.MetadataRequest {
 	r := kmsg.NewPtrMetadataRequest()
 	r.Topics = []kmsg.MetadataRequestTopic{}
