@@ -115,10 +115,12 @@ func (b *Broker) Ready() bool {
 	return c.InFlight() < cap(c.slots)
 }
 
-// BackoffUntil returns when the node may be dialed again (zero if now).
+// BackoffUntil returns when the node may be dialed again (zero if now). A
+// connection found dead here starts its backoff, as Connected does.
 func (b *Broker) BackoffUntil() time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.liveLocked()
 	return b.nextDial
 }
 

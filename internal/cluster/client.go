@@ -419,7 +419,7 @@ func (c *Client) loop() {
 		// topic goes sooner (Java's leastLoadedNode finds no node then,
 		// and its client waits for one to become dialable). A Send
 		// waiting for a new topic would otherwise spin here.
-		if closed, _ := c.pause(time.Until(c.firstDialable(failures)), nil); closed {
+		if closed, _ := c.pause(time.Until(c.firstDialable()), nil); closed {
 			return
 		}
 		// A new topic is asked for at once, as Java's
@@ -491,17 +491,14 @@ func (c *Client) pause(d time.Duration, cut <-chan struct{}) (closed, wasCut boo
 	}
 }
 
-// firstDialable is, after failures refreshes failed in a row, when the
-// first broker the next refresh could ask may be dialed again: zero if
-// one may be now, if the last refresh did not fail, or if the next one
-// goes back to bootstrap.servers (fresh addresses). With
+// firstDialable is when the first broker the next refresh could ask may
+// be dialed again: zero if one may be now (or is connected), or if the
+// next refresh goes back to bootstrap.servers (fresh addresses). With
 // metadata.recovery.strategy=rebootstrap, every known broker backing off
-// is itself a reason to go back to them, as in Java (NetworkClient
-// rebootstraps when no node is available). Loop goroutine only.
-func (c *Client) firstDialable(failures int) time.Time {
-	if failures == 0 {
-		return time.Time{}
-	}
+// (after failed dials or lost connections) is itself a reason to go back
+// to them, as in Java (NetworkClient rebootstraps when no node is
+// available or connected). Loop goroutine only.
+func (c *Client) firstDialable() time.Time {
 	now := time.Now()
 	c.mu.Lock()
 	if c.rebootstrapDue(now) != "" {
@@ -537,6 +534,13 @@ func (c *Client) firstDialable(failures int) time.Time {
 // on, and installs the result.
 func (c *Client) refresh() error {
 	ctx := c.ctx
+	// Looked at again now, as Java's NetworkClient looks for an available
+	// node at each update: a connection lost since the loop looked (during
+	// its backoff) may leave every known broker backing off, and then
+	// this refresh rebootstraps or waits, as the loop would have.
+	if closed, _ := c.pause(time.Until(c.firstDialable()), nil); closed {
+		return kerr.ErrClosed
+	}
 	now := time.Now()
 
 	c.mu.Lock()

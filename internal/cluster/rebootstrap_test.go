@@ -168,11 +168,50 @@ func TestRebootstrapAfterTrigger(t *testing.T) {
 // in reconnect backoff), here to a rebootstrap, since that broker was the
 // only one known.
 func TestRefreshSkipsBrokerBackingOffAfterLostConnection(t *testing.T) {
+	c, lose := lostConnectionClient(t, true, 5*time.Second)
+	lose()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	for {
+		err := c.Refresh(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no metadata %v after the connection was lost (reconnect.backoff.ms 5s): %v", time.Since(start).Round(time.Millisecond), err)
+		}
+	}
+}
+
+// The one known broker lost its connection a moment ago (a blip; the
+// default reconnect.backoff.ms, 50ms): the next refresh succeeds, at
+// once. With rebootstrap it goes back to bootstrap.servers, as Java's
+// NetworkClient does when no node is available or connected; without,
+// it waits for the broker's backoff.
+func TestRefreshAfterLostConnectionSucceeds(t *testing.T) {
+	for _, rebootstrap := range []bool{true, false} {
+		t.Run(map[bool]string{true: "rebootstrap", false: "none"}[rebootstrap], func(t *testing.T) {
+			c, lose := lostConnectionClient(t, rebootstrap, 50*time.Millisecond)
+			lose()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := c.Refresh(ctx); err != nil {
+				t.Fatalf("the first refresh after the connection was lost: %v", err)
+			}
+		})
+	}
+}
+
+// lostConnectionClient is a Client of a one-broker cluster, connected to
+// the broker its metadata named, with reconnect.backoff.ms backoff; lose
+// closes its connections and returns once the broker is seen lost.
+func lostConnectionClient(t *testing.T, rebootstrap bool, backoff time.Duration) (*Client, func()) {
 	fake := newCluster(t, kfake.NumBrokers(1))
 	cfg := testConfig(fake.ListenAddrs()...)
-	cfg.Rebootstrap = true
+	cfg.Rebootstrap = rebootstrap
 	cfg.RebootstrapTrigger = time.Hour
-	cfg.Broker.ReconnectBackoff, cfg.Broker.ReconnectBackoffMax = 5*time.Second, 5*time.Second
+	cfg.Broker.ReconnectBackoff, cfg.Broker.ReconnectBackoffMax = backoff, backoff
 	var conns struct {
 		sync.Mutex
 		all []net.Conn
@@ -200,27 +239,19 @@ func TestRefreshSkipsBrokerBackingOffAfterLostConnection(t *testing.T) {
 		cancel()
 	}
 	b := c.Brokers()[0]
-	conns.Lock()
-	for _, conn := range conns.all {
-		conn.Close()
-	}
-	conns.Unlock()
-	for b.Connected() {
-		if time.Now().After(deadline) {
-			t.Fatal("the closed connection is not seen lost")
+	return c, func() {
+		t.Helper()
+		conns.Lock()
+		for _, conn := range conns.all {
+			conn.Close()
 		}
-		time.Sleep(time.Millisecond)
-	}
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-	defer cancel()
-	for {
-		err := c.Refresh(ctx)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no metadata %v after the connection was lost (reconnect.backoff.ms 5s): %v", time.Since(start).Round(time.Millisecond), err)
+		conns.Unlock()
+		deadline := time.Now().Add(5 * time.Second)
+		for b.Connected() {
+			if time.Now().After(deadline) {
+				t.Fatal("the closed connection is not seen lost")
+			}
+			time.Sleep(time.Millisecond)
 		}
 	}
 }
