@@ -586,20 +586,7 @@ func TestUndecodableResponseFailsOldestFirst(t *testing.T) {
 		return resp, nil, true
 	})
 	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
-	var mu sync.Mutex
-	var order []int
-	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Add(1)
-		if !c.TrySend(metadataReq(), false, func(kmsg.Response, error) {
-			mu.Lock()
-			order = append(order, i)
-			mu.Unlock()
-			wg.Done()
-		}) {
-			t.Fatalf("request %d refused", i)
-		}
-	}
+	order := sendInOrder(t, c, 2, nil)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		c.mu.Lock()
@@ -611,8 +598,7 @@ func TestUndecodableResponseFailsOldestFirst(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	close(written)
-	wg.Wait()
-	if !slices.Equal(order, []int{0, 1}) {
+	if order := order(); !slices.Equal(order, []int{0, 1}) {
 		t.Errorf("requests failed in the order %v, want oldest first [0 1]", order)
 	}
 }
@@ -660,26 +646,14 @@ func TestConnCloseFailsQueuedAfterInFlight(t *testing.T) {
 	}
 	c := dialTest(t, kc.ListenAddrs()[0], cfg)
 	bc.armed.Store(true)
-	var mu sync.Mutex
-	var order []int
-	var wg sync.WaitGroup
-	const n = 5 // 0 written, 1 blocked in its write, 2..4 waiting for the writer
-	for i := range n {
-		wg.Add(1)
-		if !c.TrySend(metadataReq(), false, func(kmsg.Response, error) {
-			if i == 0 {
-				// The oldest takes a while to handle: the others must
-				// wait for it, not overtake it.
-				time.Sleep(100 * time.Millisecond)
-			}
-			mu.Lock()
-			order = append(order, i)
-			mu.Unlock()
-			wg.Done()
-		}) {
-			t.Fatalf("request %d refused", i)
+	// 0 written, 1 blocked in its write, 2..4 waiting for the writer.
+	order := sendInOrder(t, c, 5, func(i int) {
+		if i == 0 {
+			// The oldest takes a while to handle: the others must wait
+			// for it, not overtake it.
+			time.Sleep(100 * time.Millisecond)
 		}
-	}
+	})
 	deadline := time.Now().Add(5 * time.Second)
 	for bc.writes.Load() < 2 {
 		if time.Now().After(deadline) {
@@ -688,8 +662,7 @@ func TestConnCloseFailsQueuedAfterInFlight(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	c.Close()
-	wg.Wait()
-	if !slices.Equal(order, []int{0, 1, 2, 3, 4}) {
+	if order := order(); !slices.Equal(order, []int{0, 1, 2, 3, 4}) {
 		t.Errorf("requests failed in the order %v, want the order they were sent [0 1 2 3 4]", order)
 	}
 }
@@ -708,17 +681,34 @@ func TestConnCloseFailsAfterResponseBeingCompleted(t *testing.T) {
 		return nil, nil, false
 	})
 	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
+	completing := make(chan struct{})
+	order := sendInOrder(t, c, 3, func(i int) {
+		if i == 0 {
+			// Answered; the connection dies while it is completed.
+			close(completing)
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	<-completing
+	c.Close()
+	if order := order(); !slices.Equal(order, []int{0, 1, 2}) {
+		t.Errorf("requests completed in the order %v, want the order they were sent [0 1 2]", order)
+	}
+}
+
+// sendInOrder sends n Metadata requests on c; each one's done runs before
+// (if not nil) and then notes the request's number. The function returned
+// waits for every done and returns the numbers in the order they came.
+func sendInOrder(t *testing.T, c *Conn, n int, before func(i int)) func() []int {
+	t.Helper()
 	var mu sync.Mutex
 	var order []int
 	var wg sync.WaitGroup
-	completing := make(chan struct{})
-	for i := range 3 {
+	for i := range n {
 		wg.Add(1)
 		if !c.TrySend(metadataReq(), false, func(kmsg.Response, error) {
-			if i == 0 {
-				// Answered; the connection dies while it is completed.
-				close(completing)
-				time.Sleep(100 * time.Millisecond)
+			if before != nil {
+				before(i)
 			}
 			mu.Lock()
 			order = append(order, i)
@@ -728,10 +718,10 @@ func TestConnCloseFailsAfterResponseBeingCompleted(t *testing.T) {
 			t.Fatalf("request %d refused", i)
 		}
 	}
-	<-completing
-	c.Close()
-	wg.Wait()
-	if !slices.Equal(order, []int{0, 1, 2}) {
-		t.Errorf("requests completed in the order %v, want the order they were sent [0 1 2]", order)
+	return func() []int {
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return order
 	}
 }
