@@ -38,6 +38,20 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// sendCommit sends n records to each of topic's first partitions in p's
+// transaction, commits it, and fails the test if the commit or a record
+// failed.
+func sendCommit(t *testing.T, ctx context.Context, p *Producer, topic string, partitions int32, n int, prefix string) {
+	t.Helper()
+	wait := sendTxn(t, p, topic, partitions, n, prefix)
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if errs := wait(); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+}
+
 // sendTxn sends n records to each of partitions partitions of topic, with
 // values prefix:partition:i, and returns a wait func for their callbacks'
 // errors.
@@ -348,13 +362,7 @@ func TestTxnCoordinatorErrorsRetried(t *testing.T) {
 			if err := p.BeginTransaction(); err != nil {
 				t.Fatal(err)
 			}
-			wait := sendTxn(t, p, "t", 3, 10, "r")
-			if err := p.CommitTransaction(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if errs := wait(); len(errs) > 0 {
-				t.Fatal(errs[0])
-			}
+			sendCommit(t, ctx, p, "t", 3, 10, "r")
 			for i, h := range handles {
 				if h.Hits() == 0 {
 					t.Errorf("fault %d was never hit", i)
@@ -424,13 +432,7 @@ func TestTxnFencedKfake(t *testing.T) {
 			if err := p2.BeginTransaction(); err != nil {
 				t.Fatal(err)
 			}
-			wait := sendTxn(t, p2, "t", 3, 10, "new")
-			if err := p2.CommitTransaction(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if errs := wait(); len(errs) > 0 {
-				t.Fatal(errs[0])
-			}
+			sendCommit(t, ctx, p2, "t", 3, 10, "new")
 			checkTxnVisibility(t, c.ListenAddrs(), "t", []string{"new"}, 30)
 		})
 	}
@@ -626,13 +628,7 @@ func TestTxnCloseAbortsOpenTransaction(t *testing.T) {
 	// A committed transaction after it, so that the read below is done
 	// only once it has read past the aborted one.
 	p2 := beginTxn(t, c, testConfig(c), "close", false)
-	after := sendTxn(t, p2, "t", 3, 1, "after")
-	if err := p2.CommitTransaction(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if errs := after(); len(errs) > 0 {
-		t.Fatal(errs[0])
-	}
+	sendCommit(t, ctx, p2, "t", 3, 1, "after")
 	checkTxnVisibility(t, c.ListenAddrs(), "t", []string{"after"}, 3)
 }
 
