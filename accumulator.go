@@ -3,6 +3,7 @@ package kprod
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/kprod/kprod/internal/cluster"
 	"github.com/kprod/kprod/internal/recbatch"
+	"github.com/kprod/kprod/kerr"
 )
 
 // accumulator is the seeds' RecordAccumulator: per partition, a deque of
@@ -40,6 +42,17 @@ type accumulator struct {
 	incomplete map[*batch]struct{}
 
 	flushes atomic.Int32 // flushes in progress: linger is skipped while > 0
+
+	// closed refuses appends from Close on. It is read under partq.mu,
+	// as Java's RecordAccumulator reads its closed flag under the
+	// deque's lock: so close, which sets it and then takes every
+	// partq.mu once, knows that every append is either in its deque or
+	// refused, without Send taking any other lock.
+	closed atomic.Bool
+
+	// testAfterAllocate, when set (tests only), runs between a new
+	// batch's allocation and its append.
+	testAfterAllocate func()
 
 	released []*batch // released, to be recycled; sender goroutine only
 	wake     func()   // wakes the sender; must not block
@@ -318,9 +331,9 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 // goroutine, so the sender only has to seal. The result tells the sticky
 // partitioner what the record did to its batch.
 func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool) (appendResult, error) {
-	ok, full, switchFirst := a.tryAppend(q, r, ts, cb, recSize, sticky)
-	if switchFirst {
-		return appendResult{}, errSwitchSticky
+	ok, full, err := a.tryAppend(q, r, ts, cb, recSize, sticky)
+	if err != nil {
+		return appendResult{}, err
 	}
 	if ok {
 		if full {
@@ -336,7 +349,15 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	if err != nil {
 		return appendResult{}, err
 	}
+	if a.testAfterAllocate != nil {
+		a.testAfterAllocate()
+	}
 	q.mu.Lock()
+	if a.closed.Load() {
+		q.mu.Unlock()
+		a.pool.release(buf, size)
+		return appendResult{}, errAppendClosed
+	}
 	if ok, full := a.tryAppendLocked(q, r, ts, cb, recSize); ok {
 		// Another sender made room meanwhile.
 		q.mu.Unlock()
@@ -436,16 +457,38 @@ func (a *accumulator) newBatchSize(q *partq, limit int) (size int, ratio float32
 	return size, ratio
 }
 
-func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, sticky bool) (ok, lastFull, switchFirst bool) {
+// tryAppend appends r to q's last batch if it fits. err is
+// errSwitchSticky or errAppendClosed when it did not try.
+func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, sticky bool) (ok, lastFull bool, err error) {
 	q.mu.Lock()
+	if a.closed.Load() {
+		q.mu.Unlock()
+		return false, false, errAppendClosed
+	}
 	if sticky && a.stickySwitchDueLocked(q) {
 		q.mu.Unlock()
-		return false, false, true
+		return false, false, errSwitchSticky
 	}
 	ok, lastFull = a.tryAppendLocked(q, r, ts, cb, recSize)
 	q.mu.Unlock()
-	return ok, lastFull, false
+	return ok, lastFull, nil
 }
+
+// close refuses appends from now on and returns once every append
+// under way is in its deque or refused (errAppendClosed). A partq made
+// after parts is read here is made after closed is set, so its appends
+// see closed (the atomics are sequentially consistent).
+func (a *accumulator) close() {
+	a.closed.Store(true)
+	for _, q := range *a.parts.Load() {
+		q.mu.Lock()
+		q.mu.Unlock() //nolint:staticcheck // empty critical section: waits out an append under way
+	}
+}
+
+// errAppendClosed is what an append finds once Close has begun; Send
+// reports it wrapped.
+var errAppendClosed = fmt.Errorf("%w: Close began while this Send was buffering the record", kerr.ErrClosed)
 
 // errSwitchSticky tells Send to move the sticky partition on before it
 // appends; never returned to a user.

@@ -39,14 +39,21 @@ type Producer struct {
 	// without a transactional.id.
 	txn *txnManager
 
-	// sendMu is held for reading by every Send while it appends, and for
-	// writing by Close, so that Close knows no Send is still buffering.
-	// Every Send writes it: it gets a cache line of its own, so that the
-	// sender goroutine's reads of the fields around it do not miss.
-	_      cacheLinePad
-	sendMu sync.RWMutex
-	_      cacheLinePad
+	// closed is set when Close begins: Send fails fast from then on.
+	// Whether a Send under way got its record in is settled under the
+	// partition's lock (accumulator.close), which costs Send no lock of
+	// its own.
 	closed atomic.Bool
+
+	// sendMu is held for reading by every Send while it buffers, and
+	// for writing by Close, only when Config.Partitioner is an
+	// io.Closer (guardSends): Close then knows that no Send still calls
+	// the partitioner it closes. It gets a cache line of its own, as
+	// every such Send writes it.
+	guardSends bool
+	_          cacheLinePad
+	sendMu     sync.RWMutex
+	_          cacheLinePad
 
 	// closing ends metadata waits of Sends under way when Close starts,
 	// so that Close does not wait max.block.ms for them.
@@ -100,6 +107,7 @@ func NewProducer(cfg Config) (*Producer, error) {
 		}
 	}
 	p := &Producer{cfg: cfg, log: log, guaranteeOrder: !cfg.Idempotent() && cfg.MaxInFlight == 1, closeDone: make(chan struct{})}
+	_, p.guardSends = cfg.Partitioner.(io.Closer)
 	p.closing, p.stopWaiting = context.WithCancel(context.Background())
 	if cfg.TransactionalID != "" {
 		p.txn = newTxnManager(p)
@@ -229,12 +237,14 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 			return gen, err
 		}
 	}
-	p.sendMu.RLock()
-	defer p.sendMu.RUnlock()
+	if p.guardSends {
+		p.sendMu.RLock()
+		defer p.sendMu.RUnlock()
+	}
 	return gen, p.buffer(ctx, r, cb)
 }
 
-// buffer is Send's work under sendMu: metadata, partition, append.
+// buffer is Send's work: metadata, partition, append.
 func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error)) error {
 	if p.closed.Load() {
 		return fmt.Errorf("cannot send to %q: %w", r.Topic, kerr.ErrClosed)
@@ -440,7 +450,10 @@ func (p *Producer) refuseInCallback(op, waitsFor string) error {
 // what is buffered, and waits for it until ctx ends; then what is still
 // buffered or in flight fails with ErrAborted. It returns when every
 // goroutine the producer started has ended, and every callback has run.
-// It returns ctx's error if records had to be aborted.
+// It returns ctx's error if records had to be aborted. A Send that runs
+// at the same time either buffers its record before the producer stops
+// accepting, and the record is delivered as above, or fails with
+// ErrClosed; Close does not wait for that Send to return.
 //
 // Last, it calls Close on each of Config.Interceptors that implements
 // io.Closer, in order (see Interceptor), then on Config.Partitioner if it
@@ -471,13 +484,17 @@ func (p *Producer) Close(ctx context.Context) error {
 }
 
 // stopAccepting is the start of every Close: Send fails with ErrClosed
-// from now on, and the Sends under way are waited out.
+// from now on, and every record of a Send under way is in its deque, for
+// the sender to deliver, or refused.
 func (p *Producer) stopAccepting() {
 	p.closed.Store(true)
 	p.stopWaiting() // ends metadata waits of Sends under way
 	p.pool.close()  // wakes Sends blocked on memory
-	p.sendMu.Lock()
-	p.sendMu.Unlock() //nolint:staticcheck // empty critical section: waits out Sends under way
+	p.acc.close()
+	if p.guardSends {
+		p.sendMu.Lock()
+		p.sendMu.Unlock() //nolint:staticcheck // empty critical section: waits out Sends calling the partitioner
+	}
 }
 
 func (p *Producer) closeFromCallback() error {

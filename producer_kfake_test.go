@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -450,6 +451,98 @@ func TestCloseWithPendingRecordsCallsEveryCallbackOnce(t *testing.T) {
 	p.Send(context.Background(), &Record{Topic: "t"}, func(_ *Record, err error) { after = err })
 	if !errors.Is(after, ErrClosed) {
 		t.Fatalf("Send after Close: got %v, want ErrClosed", after)
+	}
+}
+
+// TestSendRacingCloseIsRefusedNotLost: Close does not wait for the Sends
+// under way (Send takes no lock of its own for it). A record that got its
+// memory before Close began and reaches its deque only after the sender
+// has ended must be refused there, with ErrClosed and its memory given
+// back, not left in a deque that nothing drains any more.
+func TestSendRacingCloseIsRefusedNotLost(t *testing.T) {
+	c := newFake(t, 1)
+	p := newTestProducer(t, testConfig(c))
+	ctx := ctxT(t, 10*time.Second)
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	reached, release := make(chan struct{}), make(chan struct{})
+	p.acc.testAfterAllocate = func() { close(reached); <-release }
+	outcome := make(chan error, 1)
+	go p.Send(ctx, &Record{Topic: "t", Value: []byte("late")}, func(_ *Record, err error) { outcome <- err })
+	<-reached
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close(ctx) }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("Close waited for a Send that had not buffered its record yet")
+	}
+	close(release)
+	select {
+	case err := <-outcome:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("record sent while Close ran: got %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the record buffered after the sender had ended got no outcome: lost")
+	}
+	p.pool.mu.Lock()
+	avail := p.pool.available
+	p.pool.mu.Unlock()
+	if avail != p.pool.total {
+		t.Fatalf("buffer pool has %d of %d bytes after Close: the refused record's memory was not given back", avail, p.pool.total)
+	}
+}
+
+// TestPartitionerClosedAfterItsLastCall: Close closes an io.Closer
+// partitioner only once no Send still calls it.
+func TestPartitionerClosedAfterItsLastCall(t *testing.T) {
+	c := newFake(t, 2)
+	cfg := testConfig(c)
+	entered, release := make(chan struct{}), make(chan struct{})
+	part := &closingPartitioner{}
+	part.PartitionerFunc = func(r *Record, _ int32, _ []int32) int32 {
+		if string(r.Value) == "block" {
+			close(entered)
+			<-release
+			if part.closes.Load() != 0 {
+				t.Error("the partitioner was closed while a Send called it")
+			}
+		}
+		return 1
+	}
+	cfg.Partitioner = part
+	cfg.Logger = slog.New(slog.DiscardHandler) // its Close fails, and that is logged
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 10*time.Second)
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	outcome := make(chan error, 1)
+	go p.Send(ctx, &Record{Topic: "t", Value: []byte("block")}, func(_ *Record, err error) { outcome <- err })
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close(ctx) }()
+	select {
+	case err := <-closed:
+		closed <- err // for the check below
+		t.Error("Close returned while a Send still called the partitioner")
+	case <-time.After(200 * time.Millisecond): // Close waits, as it must
+	}
+	close(release)
+	if err := <-outcome; !errors.Is(err, ErrClosed) {
+		t.Fatalf("record sent while Close ran: got %v, want ErrClosed", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if n := part.closes.Load(); n != 1 {
+		t.Fatalf("partitioner closed %d times, want 1", n)
 	}
 }
 
