@@ -342,13 +342,21 @@ func gate(t *testing.T) (wait <-chan struct{}, open func()) {
 // holdRequests holds every request of key the cluster gets (the others
 // are served meanwhile) until open is called, or the test ends.
 func holdRequests(t *testing.T, c *kfake.Cluster, key kmsg.Key) (open func()) {
+	open, _ = holdCounted(t, c, key)
+	return open
+}
+
+// holdCounted is holdRequests that also counts the requests it held.
+func holdCounted(t *testing.T, c *kfake.Cluster, key kmsg.Key) (open func(), held *atomic.Int32) {
 	release, open := gate(t)
+	held = new(atomic.Int32)
 	c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
+		held.Add(1)
 		c.SleepControl(func() { <-release })
 		return nil, nil, false
 	})
-	return open
+	return open, held
 }
 
 func sleepOrStop(d time.Duration, stop chan struct{}) {

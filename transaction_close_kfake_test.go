@@ -25,16 +25,17 @@ func TestTxnAbortNotBlockedBySendWaitingForMemory(t *testing.T) {
 	cfg.BatchSize = 16 << 10
 	cfg.MaxBlock = 10 * time.Second
 	p := beginTxn(t, c, cfg, "abort-memory", false)
-	open := holdRequests(t, c, kmsg.Produce)
+	open, held := holdCounted(t, c, kmsg.Produce)
 	ctx := ctxT(t, 30*time.Second)
 	for part := range int32(4) { // four batches: all of buffer.memory
 		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(part), nil)
 	}
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- p.SendSync(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(0)) }()
-	for deadline := time.Now().Add(10 * time.Second); p.Metrics().WaitingThreads == 0; time.Sleep(time.Millisecond) {
+	// A batch in flight (held), so that the abort has to wait for it.
+	for deadline := time.Now().Add(10 * time.Second); p.Metrics().WaitingThreads == 0 || held.Load() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the fifth Send did not wait for memory")
+			t.Fatalf("the fifth Send did not wait for memory (%d waiting) or no batch was sent (%d produce requests)", p.Metrics().WaitingThreads, held.Load())
 		}
 	}
 	actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
