@@ -318,6 +318,12 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 			if stamp {
 				r.Timestamp = time.Time{}
 			}
+			if p.closed.Load() {
+				// Close, which does not wait for this Send, may have
+				// aborted the transaction meanwhile: "call
+				// BeginTransaction" would be wrong.
+				return fmt.Errorf("cannot send to %q: %w", r.Topic, kerr.ErrClosed)
+			}
 			return err
 		}
 		part, res, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)
@@ -453,7 +459,9 @@ func (p *Producer) refuseInCallback(op, waitsFor string) error {
 // It returns ctx's error if records had to be aborted. A Send that runs
 // at the same time either buffers its record before the producer stops
 // accepting, and the record is delivered as above, or fails with
-// ErrClosed; Close does not wait for that Send to return.
+// ErrClosed. Close does not wait for that Send to return, so the
+// callback of a record refused that way, which runs on the Send's
+// goroutine, may run after Close has returned.
 //
 // Last, it calls Close on each of Config.Interceptors that implements
 // io.Closer, in order (see Interceptor), then on Config.Partitioner if it

@@ -470,7 +470,7 @@ func TestSendRacingCloseIsRefusedNotLost(t *testing.T) {
 	p.acc.testAfterAllocate = func() { close(reached); <-release }
 	outcome := make(chan error, 1)
 	go p.Send(ctx, &Record{Topic: "t", Value: []byte("late")}, func(_ *Record, err error) { outcome <- err })
-	<-reached
+	waitClosed(t, reached, release, "the Send to allocate its batch")
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close(ctx) }()
 	select {
@@ -499,6 +499,60 @@ func TestSendRacingCloseIsRefusedNotLost(t *testing.T) {
 	}
 }
 
+// waitClosed waits for ch to be closed; if it is not within 10 s, it
+// closes release (for the goroutine holding on it) and fails the test.
+func waitClosed(t *testing.T, ch, release chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatalf("waited 10s for %s", what)
+	}
+}
+
+// blockingPartitioner sends every record to partition 1, and holds a
+// record whose value is "block" until release is closed, after closing
+// entered; then it runs check.
+func blockingPartitioner(entered, release chan struct{}, check func()) PartitionerFunc {
+	return func(r *Record, _ int32, _ []int32) int32 {
+		if string(r.Value) == "block" {
+			close(entered)
+			<-release
+			check()
+		}
+		return 1
+	}
+}
+
+// sendDuringClose sends a record that p's partitioner holds (see
+// blockingPartitioner), starts Close once it is held, and waits for
+// Close to refuse appends; then it waits for Close up to window longer,
+// reports whether it returned meanwhile, and releases the Send. The
+// Send's outcome and Close's result come on the channels.
+func sendDuringClose(t *testing.T, p *Producer, entered, release chan struct{}, window time.Duration) (returned bool, outcome, closed chan error) {
+	t.Helper()
+	ctx := ctxT(t, 10*time.Second)
+	outcome, closed = make(chan error, 1), make(chan error, 1)
+	go p.Send(ctx, &Record{Topic: "t", Value: []byte("block")}, func(_ *Record, err error) { outcome <- err })
+	waitClosed(t, entered, release, "the Send to call the partitioner")
+	go func() { closed <- p.Close(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); !p.acc.closed.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatal("Close did not stop accepting records within 10s")
+		}
+	}
+	select {
+	case err := <-closed:
+		closed <- err // for the caller
+		returned = true
+	case <-time.After(window):
+	}
+	close(release)
+	return returned, outcome, closed
+}
+
 // TestPartitionerClosedAfterItsLastCall: Close closes an io.Closer
 // partitioner only once no Send still calls it.
 func TestPartitionerClosedAfterItsLastCall(t *testing.T) {
@@ -506,35 +560,21 @@ func TestPartitionerClosedAfterItsLastCall(t *testing.T) {
 	cfg := testConfig(c)
 	entered, release := make(chan struct{}), make(chan struct{})
 	part := &closingPartitioner{}
-	part.PartitionerFunc = func(r *Record, _ int32, _ []int32) int32 {
-		if string(r.Value) == "block" {
-			close(entered)
-			<-release
-			if part.closes.Load() != 0 {
-				t.Error("the partitioner was closed while a Send called it")
-			}
+	part.PartitionerFunc = blockingPartitioner(entered, release, func() {
+		if part.closes.Load() != 0 {
+			t.Error("the partitioner was closed while a Send called it")
 		}
-		return 1
-	}
+	})
 	cfg.Partitioner = part
 	cfg.Logger = slog.New(slog.DiscardHandler) // its Close fails, and that is logged
 	p := newTestProducer(t, cfg)
-	ctx := ctxT(t, 10*time.Second)
-	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+	if err := p.SendSync(ctxT(t, 10*time.Second), &Record{Topic: "t", Value: []byte("warm")}); err != nil {
 		t.Fatal(err)
 	}
-	outcome := make(chan error, 1)
-	go p.Send(ctx, &Record{Topic: "t", Value: []byte("block")}, func(_ *Record, err error) { outcome <- err })
-	<-entered
-	closed := make(chan error, 1)
-	go func() { closed <- p.Close(ctx) }()
-	select {
-	case err := <-closed:
-		closed <- err // for the check below
+	returned, outcome, closed := sendDuringClose(t, p, entered, release, 200*time.Millisecond)
+	if returned {
 		t.Error("Close returned while a Send still called the partitioner")
-	case <-time.After(200 * time.Millisecond): // Close waits, as it must
 	}
-	close(release)
 	if err := <-outcome; !errors.Is(err, ErrClosed) {
 		t.Fatalf("record sent while Close ran: got %v, want ErrClosed", err)
 	}
@@ -543,6 +583,31 @@ func TestPartitionerClosedAfterItsLastCall(t *testing.T) {
 	}
 	if n := part.closes.Load(); n != 1 {
 		t.Fatalf("partitioner closed %d times, want 1", n)
+	}
+}
+
+// TestTxnSendRacingCloseFailsWithErrClosed: Close does not wait for a Send
+// under way, and aborts the open transaction meanwhile; the Send, which
+// then finds no transaction, must still say the producer was closed, not
+// "call BeginTransaction".
+func TestTxnSendRacingCloseFailsWithErrClosed(t *testing.T) {
+	c := newFake(t, 2)
+	cfg := testConfig(c)
+	entered, release := make(chan struct{}), make(chan struct{})
+	cfg.Partitioner = blockingPartitioner(entered, release, func() {})
+	p := beginTxn(t, c, cfg, "racing-close", false)
+	if _, err := p.PartitionsFor(ctxT(t, 10*time.Second), "t"); err != nil {
+		t.Fatal(err)
+	}
+	returned, outcome, closed := sendDuringClose(t, p, entered, release, 10*time.Second)
+	if !returned {
+		t.Error("Close waited for a Send under way")
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-outcome; !errors.Is(err, ErrClosed) {
+		t.Fatalf("record sent while Close ran: got %v, want ErrClosed", err)
 	}
 }
 
