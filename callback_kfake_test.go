@@ -60,6 +60,74 @@ func TestWaitingCallsFromCallbackRefuse(t *testing.T) {
 	}
 }
 
+// sendFromCallback runs a producer whose buffer.memory is one batch and
+// sends a record that takes all of it; that record's callback calls
+// again(p) and its outcomes come on the returned channel.
+func sendFromCallback(t *testing.T, again func(p *Producer) []error) []error {
+	t.Helper()
+	c := newFake(t, 2)
+	cfg := testConfig(c)
+	cfg.BatchSize = 1024
+	cfg.BufferMemory = 1024
+	cfg.Linger = 0
+	cfg.MaxBlock = time.Minute // longer than the test waits
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := p.PartitionsFor(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []error, 1)
+	p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(0), func(_ *Record, err error) {
+		if err != nil {
+			t.Errorf("first record: %v", err)
+		}
+		got <- again(p)
+	})
+	select {
+	case errs := <-got:
+		return errs
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Send from a callback waited for memory that only the callback's goroutine can free")
+		return nil
+	}
+}
+
+// A callback that sends again gets the memory of its own batch: it is
+// released before the callbacks run.
+func TestSendFromCallbackGetsItsBatchMemory(t *testing.T) {
+	errs := sendFromCallback(t, func(p *Producer) []error {
+		return []error{sendOutcome(p, 0)}
+	})
+	if errs[0] != nil {
+		t.Fatalf("record sent from the callback: %v", errs[0])
+	}
+}
+
+// A Send from a callback that finds no memory fails at once with
+// ErrBufferFull: it cannot wait there, since only the callbacks'
+// goroutine frees memory.
+func TestSendFromCallbackDoesNotWaitForMemory(t *testing.T) {
+	errs := sendFromCallback(t, func(p *Producer) []error {
+		return []error{sendOutcome(p, 0), sendOutcome(p, 1)}
+	})
+	if errs[0] != nil {
+		t.Fatalf("first record sent from the callback: %v", errs[0])
+	}
+	if !errors.Is(errs[1], ErrBufferFull) || !strings.Contains(errs[1].Error(), "from a callback") {
+		t.Fatalf("second record sent from the callback, with no memory left: %v, want ErrBufferFull saying why it did not wait", errs[1])
+	}
+}
+
+// sendOutcome sends a 900-byte record to partition part from a callback
+// and returns its error if it failed in Send, nil once it is buffered.
+func sendOutcome(p *Producer, part int32) error {
+	var failed error
+	p.Send(context.Background(), (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(part), func(_ *Record, err error) {
+		failed = err // in Send (this goroutine), or later on the sender's
+	})
+	return failed
+}
+
 // Close from a callback returns at once; a record still in flight gets
 // its callback once (ErrAborted, unless its acknowledgement came first),
 // and a Close from another goroutine waits until everything is gone

@@ -49,6 +49,12 @@ type bufferPool struct {
 	// at once while anyone waits (see the sender's sendable). Without it a
 	// sender asleep until the next linger.ms could let the wait run out.
 	onWait func()
+
+	// cannotWait, if set, reports whether the caller is the goroutine
+	// that frees memory (the producer's sender, which runs the
+	// callbacks): an allocation that would wait fails at once there, as
+	// no memory could come free while it waited.
+	cannotWait func() bool
 }
 
 // poolClasses is how many buffer sizes are pooled: batch.size << 0..4.
@@ -95,6 +101,12 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 	if err := p.refuse; err != nil {
 		p.mu.Unlock()
 		return nil, err
+	}
+	if p.cannotWait != nil && p.cannotWait() {
+		p.mu.Unlock()
+		p.exhausted.add(time.Now(), 1)
+		return nil, fmt.Errorf("%w: a Send from a callback needs %d bytes and buffer.memory (%d bytes) is in use by batches not yet delivered; it cannot wait for them there, since callbacks run on the goroutine that frees their memory: send from another goroutine, or raise buffer.memory",
+			kerr.ErrBufferFull, size, p.total)
 	}
 	w := &poolWaiter{need: int64(size), ready: make(chan struct{})}
 	el := p.waiters.PushBack(w)

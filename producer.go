@@ -149,6 +149,7 @@ func NewProducer(cfg Config) (*Producer, error) {
 	p.cl = cl
 	p.pool = newBufferPool(cfg.BufferMemory, cfg.BatchSize)
 	p.pool.onWait = p.snd.wake
+	p.pool.cannotWait = p.snd.onGoroutine
 	p.acc = newAccumulator(p.pool, cfg.BatchSize, cfg.Linger, seal, p.snd.wake)
 	go p.snd.run()
 	return p, nil
@@ -171,7 +172,10 @@ func NewProducer(cfg Config) (*Producer, error) {
 // a time, and must not block — a slow callback delays every other
 // record's delivery. Calls that wait for deliveries (Flush, SendSync,
 // CommitTransaction, AbortTransaction) return ErrInCallback there; Close
-// closes without waiting. cb may be nil.
+// closes without waiting. A Send there does not wait for buffer memory,
+// which only that goroutine frees: with none free, it fails at once with
+// ErrBufferFull (the memory of the batch whose callbacks run is free
+// already, for records sent again). cb may be nil.
 func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error)) {
 	if cb == nil {
 		cb = func(*Record, error) {}

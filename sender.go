@@ -946,13 +946,16 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	if err != nil && s.txn.on {
 		s.txnBatchFailed(b, err)
 	}
+	// The memory first: a callback that sends again (a record refused
+	// with its batch, say) may need it, and only this goroutine frees
+	// memory. The callbacks do not read the batch's buffer.
+	if !b.inFlight {
+		s.p.acc.release(b)
+	}
 	for i := 0; i < len(b.recs); {
 		i = s.callbacks(b, i, baseOffset, logAppendTime, epoch, err)
 	}
 	s.p.acc.finish(b)
-	if !b.inFlight {
-		s.p.acc.release(b)
-	}
 	if len(b.q.parked) > 0 {
 		s.unpark(b.q)
 	}

@@ -74,8 +74,9 @@ var (
 	// record fails.
 	ErrRecordTooLarge = errors.New("kprod: record too large")
 
-	// ErrBufferFull: no room in buffer.memory within max.block.ms.
-	ErrBufferFull = errors.New("kprod: buffer full (buffer.memory) for longer than max.block.ms")
+	// ErrBufferFull: no room in buffer.memory within max.block.ms, or
+	// none at once for a Send from a callback, which cannot wait.
+	ErrBufferFull = errors.New("kprod: buffer full (buffer.memory)")
 
 	// ErrDeliveryTimeout: the record was not acknowledged within
 	// delivery.timeout.ms after it was sent.
