@@ -460,7 +460,17 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error) {
 // holds appendMu for reading, which Send releases after the append, so
 // that a commit or abort waits for the append.
 func (t *txnManager) beginSend(topic string) error {
-	t.appendMu.RLock()
+	if !t.appendMu.TryRLock() {
+		// A commit or abort holds appendMu or waits for it, ending the
+		// transaction: the record cannot join it. On the sender
+		// goroutine (a callback) waiting could stall every delivery: the
+		// commit may itself wait for a Send that waits for memory, which
+		// only that goroutine frees.
+		if t.p.snd.onGoroutine() {
+			return fmt.Errorf("%w: cannot send to %q from a callback while CommitTransaction or AbortTransaction ends the transaction; send it after the next BeginTransaction", kerr.ErrTransactionState, topic)
+		}
+		t.appendMu.RLock()
+	}
 	if _, err := t.checkSend(topic); err != nil {
 		t.appendMu.RUnlock()
 		return err

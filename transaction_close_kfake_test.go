@@ -57,6 +57,44 @@ func TestTxnAbortNotBlockedBySendWaitingForMemory(t *testing.T) {
 	}
 }
 
+// A Send from a callback while a commit or abort holds or waits for
+// appendMu fails at once instead of waiting: the commit may wait for a
+// Send that waits for memory, which only the callbacks' goroutine frees
+// (the test holds appendMu itself, as such a commit would wait for it).
+func TestTxnSendFromCallbackDuringCommitDoesNotWait(t *testing.T) {
+	c := newFake(t, 2)
+	p := beginTxn(t, c, testConfig(c), "callback-during-commit", false)
+	open, held := holdCounted(t, c, kmsg.Produce)
+	ctx := ctxT(t, 30*time.Second)
+	got := make(chan error, 1)
+	p.Send(ctx, &Record{Topic: "t", Value: []byte("a")}, func(_ *Record, err error) {
+		if err != nil {
+			t.Errorf("first record: %v", err)
+		}
+		p.Send(ctx, &Record{Topic: "t", Value: []byte("b")}, func(_ *Record, err error) { got <- err })
+	})
+	for deadline := time.Now().Add(10 * time.Second); held.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first record was not sent")
+		}
+	}
+	p.txn.appendMu.Lock()
+	open()
+	select {
+	case err := <-got:
+		p.txn.appendMu.Unlock()
+		if !errors.Is(err, ErrTransactionState) || !strings.Contains(err.Error(), "from a callback") {
+			t.Fatalf("Send from a callback while the transaction ends: %v, want ErrTransactionState saying why", err)
+		}
+	case <-time.After(10 * time.Second):
+		p.txn.appendMu.Unlock()
+		t.Fatal("a Send from a callback waited for a commit or abort to end the transaction")
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatalf("CommitTransaction: %v", err)
+	}
+}
+
 // Close lets a CommitTransaction under way finish (as Java's close lets
 // pending transactional requests complete) instead of aborting its
 // transaction under it.
