@@ -311,6 +311,20 @@ func TestPerfInterrupted(t *testing.T) {
 	}
 }
 
+// A tiny --throughput waits (here until the interrupt) rather than
+// overflowing the schedule into no throttling at all.
+func TestPerfTinyThroughputWaits(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	code, stdout, stderr := runCtx(t, ctx, 20*time.Second, nil, "perf", "--num-records", "3", "--throughput", "1e-12", "--json")
+	if code != 130 {
+		t.Fatalf("exit %d, want 130 (interrupted while it waited to send)\nstderr: %s", code, stderr)
+	}
+	if r := parsePerfJSON(t, stdout); r.Sent != 1 {
+		t.Errorf("%d records sent at 1e-12 records/s within 1.5s, want 1 (the first goes at once, as in Java's throttle)", r.Sent)
+	}
+}
+
 func TestBadFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -326,6 +340,12 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"perf", "--record-size", "10", "--payload-monotonic"}, "at most one of"},
 		{[]string{"perf", "--throughput", "0"}, "--throughput"},
 		{[]string{"perf", "--reporting-interval", "0"}, "--reporting-interval"},
+		// Values a time.Duration cannot hold: refused, not an overflow
+		// (a panicking reporter; no transactions, or one per record).
+		{[]string{"perf", "--reporting-interval", "18446744073709"}, "--reporting-interval must be between 1 and"},
+		{[]string{"perf", "--transaction-duration-ms", "288230376151711744"}, "--transaction-duration-ms must be at most"},
+		{[]string{"perf", "--partitions", "2000000"}, "--partitions must be between 1 and 1048576"},
+		{[]string{"perf", "--payload-file", "/dev/null", "--payload-delimiter", ""}, `invalid --payload-delimiter "": it is empty`},
 		{[]string{"perf", "--producer-props", "acks"}, `invalid property "acks"`},
 		{[]string{"perf", "--payload-file", "/nonexistent/payloads"}, "/nonexistent/payloads"},
 		{[]string{"perf", "stray"}, `unexpected argument "stray"`},

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -251,14 +252,18 @@ func (c *perfCmd) check() error {
 	if c.throughput == 0 || c.throughput != c.throughput {
 		return usagef("--throughput must be a positive rate in records/sec, or -1 for no throttling")
 	}
-	if c.reportingMs <= 0 {
-		return usagef("--reporting-interval must be at least 1 ms")
+	if c.reportingMs <= 0 || c.reportingMs > maxMs {
+		return usagef("--reporting-interval must be between 1 and %d ms", maxMs)
 	}
 	if c.partitions < 1 || c.partitions > 1<<20 {
-		return usagef("--partitions must be at least 1")
+		return usagef("--partitions must be between 1 and %d", 1<<20)
 	}
 	return nil
 }
+
+// maxMs is the largest millisecond flag value that a time.Duration holds
+// (about 292 years).
+const maxMs = math.MaxInt64 / int64(time.Millisecond)
 
 // readPayloads reads --payload-file: split on the delimiter, every empty
 // piece dropped. Java's tool drops only the trailing ones (String.split
@@ -270,7 +275,10 @@ func (c *perfCmd) readPayloads(stderr io.Writer) ([][]byte, error) {
 		return nil, nil
 	}
 	delim, err := unescape(c.payloadDelimiter)
-	if err != nil || delim == "" {
+	if err == nil && delim == "" {
+		err = errors.New("it is empty")
+	}
+	if err != nil {
 		return nil, usagef("invalid --payload-delimiter %q: %v", c.payloadDelimiter, err)
 	}
 	abs, _ := filepath.Abs(c.payloadFile)
@@ -362,7 +370,9 @@ func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, ge
 			}
 		}
 		if c.throughput > 0 {
-			due := start.Add(time.Duration(float64(i+1) / c.throughput * float64(time.Second)))
+			// At most about 146 years ahead: a tiny rate must not
+			// overflow time.Duration into no throttling at all.
+			due := start.Add(time.Duration(min(float64(i+1)/c.throughput*float64(time.Second), 1<<62)))
 			if d := time.Until(due); d > time.Millisecond {
 				if timer == nil {
 					timer = time.NewTimer(d)

@@ -36,6 +36,9 @@ func (t *perfTxn) apply(cfg *kprod.Config) error {
 	if t.durDef.wasSet && t.durationMs <= 0 {
 		return usagef("--transaction-duration-ms should be greater than zero")
 	}
+	if t.durationMs > maxMs {
+		return usagef("--transaction-duration-ms must be at most %d", maxMs)
+	}
 	if t.id != "" {
 		cfg.TransactionalID = t.id
 	}
