@@ -142,16 +142,20 @@ func usageFail(stderr io.Writer, cmd string, err error) int {
 // what is left fails with ErrAborted.
 //
 // It flushes before it closes, and after a complete flush gives Close
-// only a moment: every callback has run by then. Close alone can wait for
-// a batch that was delivered long ago (the accumulator registers a new
-// batch as incomplete only after unlocking its deque, so the sender can
-// complete it first and leave a stale entry that Close waits on until its
-// ctx ends); Flush does not, as that batch's done channel is closed.
+// only a moment: every callback has run by then. The error, if records
+// were aborted, wraps ErrAborted and speaks to the command's user (the
+// library's advice is about Close's ctx, which the user does not set).
 func closeProducer(gctx context.Context, p *kprod.Producer, deliveryTimeout time.Duration) error {
 	cctx, cancel := context.WithTimeout(gctx, deliveryTimeout+5*time.Second)
 	defer cancel()
 	if err := p.Flush(cctx); err != nil {
-		return p.Close(cctx) // the deadline has passed: Close aborts what is left
+		// The deadline has passed: Close aborts what is left.
+		if err := p.Close(cctx); errors.Is(err, kprod.ErrAborted) {
+			return fmt.Errorf("%w: the records not delivered when the wait for them ended (delivery.timeout.ms + 5 s after the last record, or %v after an interrupt) were aborted; check that the brokers are reachable, or raise delivery.timeout.ms", kprod.ErrAborted, interruptGrace)
+		} else if err != nil {
+			return err
+		}
+		return nil
 	}
 	short, cancelShort := context.WithTimeout(cctx, closeAfterFlush)
 	defer cancelShort()

@@ -61,11 +61,11 @@ func TestProduceShutdownWithinGrace(t *testing.T) {
 	defer pw.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan int, 1)
+	done := make(chan string, 1)
 	go func() {
-		code, _, _ := runCLI(ctx, pr, "produce", "-b", c.ListenAddrs()[0], "-t", "t",
+		_, _, stderr := runCLI(ctx, pr, "produce", "-b", c.ListenAddrs()[0], "-t", "t",
 			"-X", "buffer.memory=65536", "-X", "batch.size=16384", "-X", "max.block.ms=60000")
-		done <- code
+		done <- stderr
 	}()
 	line := strings.Repeat("x", 1000) + "\n"
 	blocked := make(chan struct{})
@@ -94,10 +94,16 @@ func TestProduceShutdownWithinGrace(t *testing.T) {
 	}
 	start := time.Now()
 	cancel()
+	var stderr string
 	select {
-	case <-done:
+	case stderr = <-done:
 	case <-time.After(4 * grace):
 		t.Fatalf("Run did not return within %v of the interrupt", 4*grace)
+	}
+	// The records left were aborted, said in the command's terms (the
+	// library's advice about Close's ctx is not the user's to follow).
+	if !strings.Contains(stderr, "were aborted") || strings.Contains(stderr, "longer ctx") {
+		t.Errorf("stderr does not say, in the command's terms, that the records left were aborted:\n%s", stderr)
 	}
 	// The grace, plus a moment to abort and close.
 	el := time.Since(start)
