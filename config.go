@@ -651,18 +651,25 @@ func (c *Config) validateBootstrap() error {
 	if len(c.BootstrapServers) == 0 {
 		return invalid(prop, "", `required: list one or more brokers as "host:port[,host:port...]"`)
 	}
+	// As Java's ClientUtils.parseAndValidateAddresses, empty entries (a
+	// trailing comma) are skipped; a broker listed twice is kept once.
 	seen := make(map[string]bool, len(c.BootstrapServers))
-	addrs := make([]string, len(c.BootstrapServers))
-	for i, s := range c.BootstrapServers {
+	addrs := make([]string, 0, len(c.BootstrapServers))
+	for _, s := range c.BootstrapServers {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
 		addr, reason := parseBootstrap(s)
 		if reason != "" {
 			return invalid(prop, strings.Join(c.BootstrapServers, ","), fmt.Sprintf("entry %q %s", s, reason))
 		}
-		if seen[addr] {
-			return invalid(prop, strings.Join(c.BootstrapServers, ","), fmt.Sprintf("%q is listed twice; list each broker once", addr))
+		if !seen[addr] {
+			seen[addr] = true
+			addrs = append(addrs, addr)
 		}
-		seen[addr] = true
-		addrs[i] = addr
+	}
+	if len(addrs) == 0 {
+		return invalid(prop, strings.Join(c.BootstrapServers, ","), `required: list one or more brokers as "host:port[,host:port...]"`)
 	}
 	// Replace rather than modify the slice: the caller may share it.
 	if !slices.Equal(addrs, c.BootstrapServers) {
@@ -676,9 +683,6 @@ func (c *Config) validateBootstrap() error {
 // optional "SCHEME://" prefix and brackets around IPv6 addresses.
 func parseBootstrap(s string) (addr, reason string) {
 	s = strings.TrimSpace(s)
-	if s == "" {
-		return "", "is empty; remove the extra comma"
-	}
 	if i := strings.Index(s, "://"); i >= 0 {
 		s = s[i+3:]
 	}

@@ -241,7 +241,6 @@ func TestRedactConfigErrors(t *testing.T) {
 		"jaas without its ';'":           {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas("")},
 		"jaas module for another mech":   {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": jaas(";")},
 		"jaas without SASL":              {"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI", "sasl.jaas.config": jaas(";")},
-		"key password without a key":     {"security.protocol": "SSL", "ssl.key.password": pw},
 		"keystore key without its chain": {"security.protocol": "SSL", "ssl.keystore.key": "-----BEGIN PRIVATE KEY-----\n" + pw + "\n-----END PRIVATE KEY-----\n"},
 	} {
 		props["bootstrap.servers"] = redactBroker

@@ -312,11 +312,7 @@ func checkStoreType(prop, v string) error {
 	var how string
 	switch strings.ToUpper(v) {
 	case "JKS", "PKCS12":
-		if strings.HasPrefix(prop, "ssl.truststore") {
-			how = "export the CA certificates: keytool -exportcert -rfc -alias ALIAS -keystore STORE > ca.pem (or for PKCS12: openssl pkcs12 -in STORE -nokeys -out ca.pem), then set ssl.truststore.type=PEM and ssl.truststore.location=ca.pem"
-		} else {
-			how = "convert the key store: keytool -importkeystore -srckeystore STORE -destkeystore store.p12 -deststoretype PKCS12, then openssl pkcs12 -in store.p12 -out keystore.pem (add -nodes for an unencrypted key, or keep it encrypted and give ssl.key.password), and set ssl.keystore.type=PEM and ssl.keystore.location=keystore.pem"
-		}
+		how = convertStore(prop)
 	}
 	reason := "kprod reads PEM only"
 	if v == "" {
@@ -325,6 +321,32 @@ func checkStoreType(prop, v string) error {
 		reason += ": " + how
 	}
 	return invalid(prop, v, reason)
+}
+
+// convertStore says how to turn a Java JKS or PKCS12 store into the PEM
+// that kprod reads, for prop's store (ssl.truststore.* or ssl.keystore.*).
+func convertStore(prop string) string {
+	if strings.HasPrefix(prop, "ssl.truststore") {
+		return "export the CA certificates: keytool -exportcert -rfc -alias ALIAS -keystore STORE > ca.pem (or for PKCS12: openssl pkcs12 -in STORE -nokeys -out ca.pem), then set ssl.truststore.type=PEM and ssl.truststore.location=ca.pem"
+	}
+	return "convert the key store: keytool -importkeystore -srckeystore STORE -destkeystore store.p12 -deststoretype PKCS12, then openssl pkcs12 -in store.p12 -out keystore.pem (add -nodes for an unencrypted key, or keep it encrypted and give ssl.key.password), and set ssl.keystore.type=PEM and ssl.keystore.location=keystore.pem"
+}
+
+// notPEM explains a store file (ssl.truststore.location or
+// ssl.keystore.location) that holds no PEM: a Java JKS store (Java's
+// default store type, so a Java config may not name it) or a binary
+// (DER) PKCS12 store, with how to convert it; "" for anything else.
+func notPEM(prop string, b []byte) string {
+	var kind string
+	switch {
+	case len(b) >= 4 && b[0] == 0xFE && b[1] == 0xED && b[2] == 0xFE && b[3] == 0xED:
+		kind = "a JKS store (Java's default ssl.*.type)"
+	case len(b) >= 2 && b[0] == 0x30 && !strings.Contains(string(b), "-----BEGIN"):
+		kind = "binary (DER): a PKCS12 store, or a certificate not in PEM form"
+	default:
+		return ""
+	}
+	return "kprod reads PEM only, and this file is " + kind + ": " + convertStore(prop)
 }
 
 // trustPool is the CA pool of ssl.truststore.*, or nil for the system's.
@@ -344,6 +366,9 @@ func (c *Config) trustPool() (*x509.CertPool, error) {
 		b, err := os.ReadFile(c.SSLTruststoreLocation)
 		if err != nil {
 			return nil, invalid(prop, c.SSLTruststoreLocation, fmt.Sprintf("cannot read it: %v", err))
+		}
+		if hint := notPEM(prop, b); hint != "" {
+			return nil, invalid(prop, c.SSLTruststoreLocation, hint)
 		}
 		text = string(b)
 	}
@@ -382,10 +407,7 @@ func (c *Config) shownLocation(prop string) string {
 func (c *Config) clientCertificate() (*tls.Certificate, error) {
 	inline := c.SSLKeystoreCertificateChain != "" || c.SSLKeystoreKey != ""
 	if c.SSLKeystoreLocation == "" && !inline {
-		if c.SSLKeyPassword != "" {
-			return nil, invalid("ssl.key.password", c.SSLKeyPassword, "set without a key: give ssl.keystore.location or ssl.keystore.key")
-		}
-		return nil, nil
+		return nil, nil // a key password without a key is ignored, as in Java
 	}
 	if err := checkStoreType("ssl.keystore.type", c.SSLKeystoreType); err != nil {
 		return nil, err
@@ -403,6 +425,9 @@ func (c *Config) clientCertificate() (*tls.Certificate, error) {
 		b, rerr := os.ReadFile(c.SSLKeystoreLocation)
 		if rerr != nil {
 			return nil, invalid(prop, c.SSLKeystoreLocation, fmt.Sprintf("cannot read it: %v", rerr))
+		}
+		if hint := notPEM(prop, b); hint != "" {
+			return nil, invalid(prop, c.SSLKeystoreLocation, hint)
 		}
 		// Java's PEM key store file: the private key and its
 		// certificate chain in one file.
@@ -433,6 +458,9 @@ func (c *Config) clientCertificate() (*tls.Certificate, error) {
 		return nil, invalid(prop, c.shownLocation(prop), reason)
 	}
 	key, err := pemkey.PrivateKey(keyBlocks, c.SSLKeyPassword)
+	if errors.Is(err, pemkey.ErrWrongPassword) {
+		return nil, invalid("ssl.key.password", c.SSLKeyPassword, err.Error())
+	}
 	if err != nil {
 		if c.SSLKeystoreLocation == "" {
 			prop = "ssl.keystore.key"

@@ -301,6 +301,18 @@ func TestSecurityPropertiesBadValues(t *testing.T) {
 	sasl := func(kv ...string) map[string]string {
 		return secProps(append([]string{"security.protocol", "SASL_PLAINTEXT"}, kv...)...)
 	}
+	encPEM, err := os.ReadFile(p.encryptedKey(t, "key-Pa55"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Java stores: a JKS file starts with its magic number; PKCS12 is DER.
+	jks, der := filepath.Join(t.TempDir(), "store.jks"), filepath.Join(t.TempDir(), "store.p12")
+	if err := os.WriteFile(jks, []byte{0xFE, 0xED, 0xFE, 0xED, 0, 0, 0, 2}, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(der, []byte{0x30, 0x82, 0x0a, 0x0b, 2, 1, 3}, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		prop  string // the property the error must name
 		props map[string]string
@@ -319,7 +331,9 @@ func TestSecurityPropertiesBadValues(t *testing.T) {
 		{"ssl.keystore.certificate.chain", ssl("ssl.keystore.certificate.chain", "x", "ssl.keystore.key", p.keyPEM), "no PEM certificate"},
 		{"ssl.keystore.key", ssl("ssl.keystore.certificate.chain", p.certPEM, "ssl.keystore.key", newTestPKI(t).keyPEM), "does not belong"},
 		{"ssl.keystore.location", ssl("ssl.keystore.location", p.bundleFile, "ssl.key.password", secret), "not encrypted"},
-		{"ssl.key.password", ssl("ssl.key.password", secret), "without a key"},
+		{"ssl.key.password", ssl("ssl.keystore.certificate.chain", p.certPEM, "ssl.keystore.key", string(encPEM), "ssl.key.password", secret), "cannot decrypt"},
+		{"ssl.truststore.location", ssl("ssl.truststore.location", jks), "a JKS store (Java's default"},
+		{"ssl.keystore.location", ssl("ssl.keystore.location", der), "binary (DER)"},
 		{"ssl.endpoint.identification.algorithm", ssl("ssl.endpoint.identification.algorithm", "ldaps"), `"https"`},
 		{"ssl.enabled.protocols", ssl("ssl.enabled.protocols", "TLSv1.1,TLSv1.2"), "TLSv1.2 and TLSv1.3"},
 		{"ssl.enabled.protocols", ssl("ssl.enabled.protocols", "TLSv1.3", "ssl.protocol", "TLSv1.2"), "no enabled version"},
@@ -360,7 +374,7 @@ func TestSecurityPropertiesBadValues(t *testing.T) {
 
 	// A misspelt secret property: the value is not shown either.
 	c := validConfig()
-	err := c.Set("sasl.jaas.confg", jaasSecret)
+	err = c.Set("sasl.jaas.confg", jaasSecret)
 	if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "did you mean sasl.jaas.config?") {
 		t.Errorf("misspelt sasl.jaas.config: %v", err)
 	}

@@ -105,6 +105,9 @@ var ErrNoPassword = errors.New("the private key is encrypted: give its password 
 
 // ErrNotEncrypted: a password was given for a key that is not encrypted
 // (Kafka refuses that too).
+// ErrWrongPassword: the password does not decrypt the private key.
+var ErrWrongPassword = errors.New("cannot decrypt the private key: is ssl.key.password the key's password?")
+
 var ErrNotEncrypted = errors.New("ssl.key.password is set but the private key is not encrypted: remove ssl.key.password, or encrypt the key (openssl pkcs8 -topk8 -v2 aes-256-cbc)")
 
 // PrivateKey returns the one private key among blocks, decrypting it with
@@ -282,7 +285,7 @@ func decryptPKCS8(der []byte, password string) ([]byte, error) {
 	cipher.NewCBCDecrypter(block, iv).CryptBlocks(out, info.Data)
 	// PKCS#7 padding; a wrong password shows here, or in the parse after.
 	pad := int(out[len(out)-1])
-	wrong := errors.New("cannot decrypt the private key: wrong ssl.key.password?")
+	wrong := ErrWrongPassword
 	if pad == 0 || pad > bs {
 		return nil, wrong
 	}

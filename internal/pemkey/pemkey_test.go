@@ -58,7 +58,7 @@ func TestEncryptedPKCS8(t *testing.T) {
 		if !key.Equal(got) {
 			t.Errorf("%s: decrypted a different key", name)
 		}
-		if _, err := PrivateKey(blocks, "wrong"); err == nil || !strings.Contains(err.Error(), "wrong ssl.key.password") {
+		if _, err := PrivateKey(blocks, "wrong"); !errors.Is(err, ErrWrongPassword) {
 			t.Errorf("%s with a wrong password: %v", name, err)
 		}
 		if _, err := PrivateKey(blocks, ""); !errors.Is(err, ErrNoPassword) {
