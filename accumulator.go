@@ -253,6 +253,10 @@ type batch struct {
 	// stays incomplete, for Flush, until its last part completes.
 	parent      *batch
 	outstanding int
+	// aborted: failed by an abort (of the transaction, after a fatal
+	// error, by a forced Close), which Java's metrics do not count as a
+	// record error. Sender goroutine only.
+	aborted bool
 	// done is closed when every callback has run; made only for a
 	// Flush that waits for the batch. Guarded by accumulator.incMu.
 	done chan struct{}

@@ -11,12 +11,13 @@ import (
 
 // Metrics is a snapshot of the producer's metrics, with the Java
 // producer's names and meanings (its producer-metrics and
-// producer-topic-metrics groups). Rates, averages and maxima are over the
-// last 30 to 60 seconds, as Java's with its defaults
-// (metrics.sample.window.ms × metrics.num.samples, 30 s × 2): events go
-// into the current 30 s sample, and a sample that started more than 60 s
-// ago no longer counts. A rate divides by the time since the oldest
-// sample still counted, and by 30 s at least (Java's Rate). Averages and
+// producer-topic-metrics groups). Rates, averages and maxima are over
+// samples of 30 s, as Java's (3.8 on) with its defaults
+// (metrics.sample.window.ms 30 s, metrics.num.samples 2): events go into
+// the current sample, a sample counts until 60 s after its last event,
+// and three are kept, so a stat covers the last 60 to 90 s while events
+// keep coming. A rate divides by the time since the oldest sample still
+// counted began, and by 30 s at least (Java's Rate). Averages and
 // maxima are 0 when nothing happened in that time (Java: NaN). Metrics
 // only reads: how often it is called changes nothing. Times are in
 // milliseconds (metadata-age in seconds), as in Java. Map gives them by
@@ -24,7 +25,7 @@ import (
 type Metrics struct {
 	RecordSendRate       float64 // record-send-rate: records sent (drained into requests) per second
 	RecordSendTotal      int64   // record-send-total
-	ByteRate             float64 // byte-rate: bytes of record batches sent per second, as sent (after compression)
+	ByteRate             float64 // byte-rate: bytes of record batches sent per second, as sent (after compression); kprod's sum of the topics' (Java has it per topic only)
 	ByteTotal            int64   // byte-total
 	RecordSizeAvg        float64 // record-size-avg: encoded record size (without the batch header)
 	RecordSizeMax        float64 // record-size-max
@@ -40,7 +41,7 @@ type Metrics struct {
 	RecordQueueTimeMax   float64 // record-queue-time-max (ms)
 	RecordRetryRate      float64 // record-retry-rate: records retried per second
 	RecordRetryTotal     int64   // record-retry-total
-	RecordErrorRate      float64 // record-error-rate: records failed per second (including those a forced Close aborted, which Java leaves out)
+	RecordErrorRate      float64 // record-error-rate: records failed per second (not those a transaction abort, a fatal error or a forced Close aborted, as in Java)
 	RecordErrorTotal     int64   // record-error-total
 	BatchSplitRate       float64 // batch-split-rate: batches split after MESSAGE_TOO_LARGE, per second
 	BatchSplitTotal      int64   // batch-split-total
@@ -197,7 +198,7 @@ type producerMetrics struct {
 }
 
 // counter is a Java total and its rate: the total counts for good, the
-// rate (stat.rate) is over the last 30 to 60 s.
+// rate (stat.rate) is over the samples still in the window (see stat).
 type counter struct {
 	total atomic.Int64
 	win   stat
@@ -218,30 +219,44 @@ type topicMetrics struct {
 	compression                     stat
 }
 
-// stat is an average and a maximum over the last 30 to 60 s, as Java's
-// sampled stats with their defaults (metrics.sample.window.ms 30 s,
-// metrics.num.samples 2): values go into the current 30 s sample, and a
-// sample that started more than 60 s ago no longer counts, so one slow
-// request leaves request-latency-max within a minute. Written by the
-// sender goroutine, read by Metrics; neither is per record.
+// stat is an average, a maximum and a rate over samples of 30 s, as
+// Java's SampledStat with its defaults (metrics.sample.window.ms 30 s,
+// metrics.num.samples 2) since Kafka 3.8 (apache/kafka#15889, a fix of rate
+// spikes): a ring of three samples (two, and one for the sample that
+// overlaps the start of the window); values go into the current sample,
+// or into the next once the current is 30 s old; a sample counts until
+// 60 s after its last value. So while values keep coming, a stat covers
+// the last 60 to 90 s, and a value leaves it at most 60 s after its
+// sample's last one (one slow request leaves request-latency-max within
+// 90 s). Java empties a sample found out of date when it is read; stat
+// only skips it, so that reading changes nothing. Written by the sender
+// goroutine, read by Metrics; neither is per record.
 type stat struct {
-	mu  sync.Mutex
-	s   [2]statSample // s[cur] takes new values; guarded by mu
-	cur int           // guarded by mu
+	mu   sync.Mutex
+	s    [statRing]statSample // s[cur] takes new values; guarded by mu
+	used int                  // samples in use, as Java makes them: s[:used]; guarded by mu
+	cur  int                  // guarded by mu
 }
 
 type statSample struct {
-	start    time.Time
-	sum, max float64
-	n        int64
+	start, last time.Time // the sample's start, and its last value's time
+	sum, max    float64
+	n           int64
 }
 
 const (
 	statSampleSpan = 30 * time.Second
 	statSamples    = 2
+	statRing       = statSamples + 1
+	statExpiry     = statSamples * statSampleSpan
 )
 
 func (s *stat) record(now time.Time, v float64) { s.recordN(now, v, 1, v) }
+
+// liveLocked reports whether sample c still counts at now.
+func liveLocked(c *statSample, now time.Time) bool {
+	return c.n > 0 && now.Sub(c.last) < statExpiry
+}
 
 // read returns the average and the maximum of the values recorded in the
 // samples still in the window, or zeros if there are none.
@@ -250,8 +265,9 @@ func (s *stat) read(now time.Time) (avg, maxV float64) {
 	defer s.mu.Unlock()
 	var sum float64
 	var n int64
-	for _, c := range s.s {
-		if c.n == 0 || now.Sub(c.start) >= statSamples*statSampleSpan {
+	for i := range s.used {
+		c := &s.s[i]
+		if !liveLocked(c, now) {
 			continue
 		}
 		if n == 0 || c.max > maxV {
@@ -268,15 +284,16 @@ func (s *stat) read(now time.Time) (avg, maxV float64) {
 
 // rate is the sum of the values recorded in the samples still in the
 // window, per second of the time since the oldest of them began, and of
-// 30 s at least: Java's Rate (SampledStat.windowSize adds whole sample
-// spans until the window covers all samples but the current one).
+// 30 s at least: Java's Rate (Rate.windowSize adds whole sample spans
+// until the window covers all samples but the current one).
 func (s *stat) rate(now time.Time) float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var sum float64
 	oldest := now
-	for _, c := range s.s {
-		if c.n == 0 || now.Sub(c.start) >= statSamples*statSampleSpan {
+	for i := range s.used {
+		c := &s.s[i]
+		if !liveLocked(c, now) {
 			continue
 		}
 		sum += c.sum
@@ -288,7 +305,7 @@ func (s *stat) rate(now time.Time) float64 {
 	if full := int(elapsed / statSampleSpan); full < statSamples-1 {
 		elapsed += time.Duration(statSamples-1-full) * statSampleSpan
 	}
-	return sum / elapsed.Seconds()
+	return sum / max(elapsed, time.Millisecond).Seconds()
 }
 
 // onSent records a batch handed to a connection in a produce request
@@ -329,16 +346,22 @@ func (s *stat) recordN(now time.Time, sum float64, n int64, maxV float64) {
 		return
 	}
 	s.mu.Lock()
+	if s.used == 0 {
+		s.used = 1
+		s.s[0] = statSample{start: now}
+	}
 	c := &s.s[s.cur]
-	if c.n == 0 || now.Sub(c.start) >= statSampleSpan {
-		if c.n > 0 {
-			s.cur = (s.cur + 1) % statSamples
-			c = &s.s[s.cur]
-		}
-		*c = statSample{start: now, max: maxV}
+	if now.Sub(c.start) >= statSampleSpan {
+		s.cur = (s.cur + 1) % statRing
+		s.used = max(s.used, s.cur+1)
+		c = &s.s[s.cur]
+		*c = statSample{start: now}
+	}
+	if c.n == 0 || maxV > c.max {
+		c.max = maxV
 	}
 	c.sum += sum
 	c.n += n
-	c.max = max(c.max, maxV)
+	c.last = now
 	s.mu.Unlock()
 }

@@ -3,6 +3,7 @@ package kprod
 import (
 	"bytes"
 	"context"
+	"errors"
 	"maps"
 	"math"
 	"slices"
@@ -71,16 +72,17 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// Averages and maxima cover the last 30 to 60 s (two samples of 30 s, as
-// Java's defaults): one slow request leaves request-latency-max within a
-// minute instead of staying there for good.
+// Averages and maxima are Java's sampled stats (3.8 on): samples of 30 s,
+// three kept, each counting until 60 s after its last value. One slow
+// request leaves request-latency-max within 90 s instead of staying
+// there for good.
 func TestStatWindow(t *testing.T) {
 	var s stat
 	t0 := time.Now()
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	check := func(now time.Duration, wantAvg, wantMax float64) {
 		t.Helper()
-		if avg, mx := s.read(at(now)); avg != wantAvg || mx != wantMax {
+		if avg, mx := s.read(at(now)); math.Abs(avg-wantAvg) > 1e-9 || mx != wantMax {
 			t.Errorf("at %v: avg %v max %v, want %v and %v", now, avg, mx, wantAvg, wantMax)
 		}
 	}
@@ -90,9 +92,11 @@ func TestStatWindow(t *testing.T) {
 	check(20*time.Second, 50.5, 100)
 	s.record(at(31*time.Second), 2) // a second sample
 	check(40*time.Second, 103.0/3, 100)
-	check(61*time.Second, 2, 2)     // the first sample started over 60 s ago
-	s.record(at(62*time.Second), 4) // a third sample replaces the first
-	check(70*time.Second, 3, 4)
+	check(61*time.Second, 103.0/3, 100) // the first sample's last value is 51 s old: it counts
+	s.record(at(62*time.Second), 4)     // a third sample
+	check(70*time.Second, 3, 4)         // the first sample's last value is 60 s old
+	s.record(at(95*time.Second), 8)     // a fourth, in the first sample's place
+	check(100*time.Second, 6, 8)        // the second sample's last value is 69 s old
 	check(200*time.Second, 0, 0)
 }
 
@@ -136,8 +140,9 @@ func TestMetricsCompressionAndTopics(t *testing.T) {
 	}
 }
 
-// Rates are Java's: the sum over the samples of the last 30 to 60 s, per
-// second since the oldest of them began, and per 30 s at least.
+// Rates are Java's: the sum over the samples still counted (each until
+// 60 s after its last value), per second since the oldest of them began,
+// and per 30 s at least.
 func TestStatRate(t *testing.T) {
 	var s stat
 	t0 := time.Now()
@@ -151,8 +156,55 @@ func TestStatRate(t *testing.T) {
 	check(0, 0)
 	s.recordN(at(0), 100, 1, 0)
 	check(10*time.Second, 100.0/40) // 10 s elapsed, and a whole sample more
-	s.recordN(at(31*time.Second), 60, 1, 0)
-	check(45*time.Second, 160.0/45)
-	check(61*time.Second, 60.0/30) // the first sample started over 60 s ago
+	s.recordN(at(25*time.Second), 50, 1, 0)
+	s.recordN(at(31*time.Second), 60, 1, 0) // a second sample
+	check(45*time.Second, 210.0/45)
+	check(70*time.Second, 210.0/70) // the first sample's last value is 45 s old: a 70 s window
+	check(86*time.Second, 60.0/55)  // now 61 s old: the second sample alone, since 31 s
 	check(200*time.Second, 0)
+}
+
+// Records that an abort fails (of the transaction, or by a Close whose ctx
+// ended) are not record errors, as Java's abortBatches records none.
+func TestMetricsAbortedRecordsAreNotErrors(t *testing.T) {
+	t.Run("transaction", func(t *testing.T) {
+		c := newFake(t, 2)
+		cfg := testConfig(c)
+		cfg.Linger = time.Hour // the records stay queued until the abort
+		p := beginTxn(t, c, cfg, "abort-metrics", false)
+		ctx := ctxT(t, 30*time.Second)
+		o := newOutcomes(t)
+		for i := range 3 {
+			p.Send(ctx, &Record{Topic: "t", Value: []byte{byte(i)}}, o.cb())
+		}
+		if err := p.AbortTransaction(ctx); err != nil {
+			t.Fatal(err)
+		}
+		o.wait(t, 10*time.Second)
+		if ok, failed := o.errCount(); ok != 0 || failed != 3 {
+			t.Fatalf("%d delivered, %d failed, want 0 and 3 (aborted)", ok, failed)
+		}
+		if m := p.Metrics(); m.RecordErrorTotal != 0 {
+			t.Errorf("record-error-total %d after an abort, want 0", m.RecordErrorTotal)
+		}
+	})
+	t.Run("forced close", func(t *testing.T) {
+		c := newFake(t, 1)
+		holdRequests(t, c, kmsg.Produce)
+		p, err := NewProducer(testConfig(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := newOutcomes(t)
+		p.Send(context.Background(), &Record{Topic: "t", Value: []byte("x")}, o.cb())
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if err := p.Close(ctx); !errors.Is(err, ErrAborted) {
+			t.Fatalf("Close with a record held: %v, want ErrAborted", err)
+		}
+		o.wait(t, time.Second)
+		if m := p.Metrics(); m.RecordErrorTotal != 0 {
+			t.Errorf("record-error-total %d after a forced Close, want 0", m.RecordErrorTotal)
+		}
+	})
 }

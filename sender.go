@@ -679,6 +679,7 @@ func (s *sender) retryOrFail(b *batch, now time.Time, cause error, retriable boo
 	}
 	switch {
 	case isClosed(s.force):
+		b.aborted = true
 		s.complete(b, -1, -1, -1, fmt.Errorf("%w: the producer was closed before the broker acknowledged it (last error: %w)", kerr.ErrAborted, cause))
 	case !retriable:
 		s.complete(b, -1, -1, -1, cause)
@@ -841,6 +842,7 @@ func (s *sender) abortOlderQueued(why func(*batch) error) {
 		}
 		q.mu.Unlock()
 		for _, b := range bs {
+			b.aborted = true
 			s.complete(b, -1, -1, -1, why(b))
 		}
 	}
@@ -858,6 +860,7 @@ func (s *sender) abortQueued(why func(*batch) error) {
 		}
 		q.mu.Unlock()
 		for _, b := range bs {
+			b.aborted = true
 			s.complete(b, -1, -1, -1, why(b))
 		}
 	}
@@ -933,9 +936,14 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 		b.q.splitting--
 	}
 	if err != nil {
-		now := time.Now()
-		s.p.metrics.errors.add(now, int64(len(b.recs)))
-		b.q.topic.metrics.errors.add(now, int64(len(b.recs)))
+		// As Java's failBatch: a batch aborted (a transaction abort, a
+		// fatal error, a forced Close: Java's abortBatches) is not a
+		// record error.
+		if !b.aborted {
+			now := time.Now()
+			s.p.metrics.errors.add(now, int64(len(b.recs)))
+			b.q.topic.metrics.errors.add(now, int64(len(b.recs)))
+		}
 		if isClosed(s.force) {
 			s.forcedFails++
 		}

@@ -274,6 +274,7 @@ func (s *sender) abortTxnBatches(gen uint64, all bool, why func(*batch) error) {
 		q.batches = q.batches[n:]
 		q.mu.Unlock()
 		for _, b := range drop {
+			b.aborted = true
 			s.complete(b, -1, -1, -1, why(b))
 		}
 	}
