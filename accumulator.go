@@ -18,9 +18,9 @@ import (
 // batches. Send appends to the last batch of its partition under that
 // partition's lock only; the sender takes batches from the front.
 //
-// Lock order: partq.mu may be held while taking bufferPool.mu (release on
-// a failed append) but never the other way round; accumulator.mu (the
-// registries) is never held while taking a partq.mu.
+// Lock order: bufferPool.mu is a leaf (an append gives memory back only
+// after dropping partq.mu); accumulator.mu (the registries) is never held
+// while taking a partq.mu.
 type accumulator struct {
 	pool      *bufferPool
 	batchSize int

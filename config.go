@@ -150,7 +150,8 @@ type Config struct {
 
 	// BufferMemory is the total bytes of records the producer holds
 	// waiting to be sent (buffer.memory). Default 33554432 (32 MiB). When
-	// full, Send blocks up to MaxBlock. Must be > 0.
+	// full, Send blocks up to MaxBlock (a Send from a callback fails at
+	// once). Must be > 0.
 	BufferMemory int64
 
 	// MaxRequestSize is the largest produce request, and so the largest
@@ -600,7 +601,8 @@ func (c *Config) Idempotent() bool {
 // Where the Java client silently derives a value, Validate does the same
 // and updates the Config:
 //   - BootstrapServers entries are trimmed, and a "SCHEME://" prefix that
-//     Java tolerates ("PLAINTEXT://b1:9092") is dropped;
+//     Java tolerates ("PLAINTEXT://b1:9092") is dropped; empty entries
+//     are skipped and a broker listed twice is kept once;
 //   - SecurityProtocol and SASLMechanism are upper-cased, ClientRack
 //     and TransactionalID are trimmed (a blank TransactionalID is an
 //     error), MetadataRecoveryStrategy is trimmed and lower-cased;

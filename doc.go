@@ -17,7 +17,8 @@
 //	err = p.Close(ctx) // delivers what is buffered, stops every goroutine
 //
 // Send never blocks on the network; it blocks only for the topic's first
-// metadata and when buffer.memory is full, for at most max.block.ms.
+// metadata and when buffer.memory is full, for at most max.block.ms (from
+// a callback it does not wait for memory: it fails with ErrBufferFull).
 // SendSync waits for the outcome.
 //
 // # Configuration

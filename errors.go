@@ -6,7 +6,8 @@ import "github.com/kprod/kprod/kerr"
 // sentinels (or a *kerr.BrokerError); test with errors.Is. Package kerr
 // has the complete set and the broker error codes.
 var (
-	// ErrClosed: Send after Close, or a record failed because the producer
+	// ErrClosed: Send during or after Close (a record Close found still
+	// being buffered is refused), or a record failed because the producer
 	// closed while it waited for memory or metadata.
 	ErrClosed = kerr.ErrClosed
 	// ErrInvalidConfig: a bad configuration value; the message names the
@@ -17,7 +18,8 @@ var (
 	// MESSAGE_TOO_LARGE, for a record alone in its batch); only that
 	// record fails.
 	ErrRecordTooLarge = kerr.ErrRecordTooLarge
-	// ErrBufferFull: buffer.memory stayed full for max.block.ms.
+	// ErrBufferFull: buffer.memory stayed full for max.block.ms, or had no
+	// room at once for a Send from a callback, which cannot wait.
 	ErrBufferFull = kerr.ErrBufferFull
 	// ErrDeliveryTimeout: not acknowledged within delivery.timeout.ms.
 	ErrDeliveryTimeout = kerr.ErrDeliveryTimeout

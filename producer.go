@@ -163,7 +163,9 @@ func NewProducer(cfg Config) (*Producer, error) {
 // Send blocks only while it waits for the topic's metadata or for buffer
 // memory, at most max.block.ms or until ctx ends. ctx bounds only that
 // wait: once a record is buffered, its fate is governed by
-// delivery.timeout.ms, not by ctx.
+// delivery.timeout.ms, not by ctx. A transactional Send also waits while
+// CommitTransaction or AbortTransaction begins, as they wait for the
+// Sends appending to the transaction (at most their max.block.ms).
 //
 // If the record fails before it is buffered (bad record, unknown topic,
 // buffer full, closed producer, ctx ended), cb runs on the caller's
@@ -173,9 +175,12 @@ func NewProducer(cfg Config) (*Producer, error) {
 // record's delivery. Calls that wait for deliveries (Flush, SendSync,
 // CommitTransaction, AbortTransaction) return ErrInCallback there; Close
 // closes without waiting. A Send there does not wait for buffer memory,
-// which only that goroutine frees: with none free, it fails at once with
-// ErrBufferFull (the memory of the batch whose callbacks run is free
-// already, for records sent again). cb may be nil.
+// which only that goroutine frees: with no room for it at once, it fails
+// with ErrBufferFull (the memory of the batch whose callbacks run is free
+// already, for records sent again, unless the batch expired while in
+// flight). A transactional Send there fails with ErrTransactionState
+// while CommitTransaction or AbortTransaction ends the transaction. cb
+// may be nil.
 func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error)) {
 	if cb == nil {
 		cb = func(*Record, error) {}

@@ -83,9 +83,10 @@ type txnManager struct {
 	// its append, and for writing by the transitions out of "in
 	// transaction" that the user starts (commit, abort), so that every
 	// record appended in the transaction is covered by the commit's flush
-	// or the abort's wait. The sender never takes it: a record appended
-	// while the sender makes the transaction abortable is failed by the
-	// sender's next round.
+	// or the abort's wait. The sender never waits for it (a callback's
+	// Send only tries it, beginSend): a record appended while the sender
+	// makes the transaction abortable is failed by the sender's next
+	// round.
 	appendMu sync.RWMutex
 
 	// sem serializes requests to coordinators (one at a time, as the
