@@ -297,15 +297,7 @@ func TestPerfPeriodicLines(t *testing.T) {
 }
 
 func TestPerfInterrupted(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	// Late enough that the embedded cluster is up and records went out,
-	// even under -race on a busy machine.
-	time.AfterFunc(1500*time.Millisecond, cancel)
-	code, stdout, stderr := runCtx(t, ctx, 20*time.Second, nil, "perf", "--num-records", "100000000", "--throughput", "2000", "--json")
-	if code != 130 {
-		t.Fatalf("exit %d, want 130 (interrupted)\nstderr: %s", code, stderr)
-	}
-	r := parsePerfJSON(t, stdout)
+	r := perfInterrupted(t, "--num-records", "100000000", "--throughput", "2000")
 	if !r.Interrupted || r.Records == 0 || r.Records != r.Sent || r.Failed != 0 {
 		t.Errorf("records %d, sent %d, failed %d: what was sent before the interrupt must be delivered", r.Records, r.Sent, r.Failed)
 	}
@@ -314,15 +306,24 @@ func TestPerfInterrupted(t *testing.T) {
 // A tiny --throughput waits (here until the interrupt) rather than
 // overflowing the schedule into no throttling at all.
 func TestPerfTinyThroughputWaits(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(1500*time.Millisecond, cancel)
-	code, stdout, stderr := runCtx(t, ctx, 20*time.Second, nil, "perf", "--num-records", "3", "--throughput", "1e-12", "--json")
-	if code != 130 {
-		t.Fatalf("exit %d, want 130 (interrupted while it waited to send)\nstderr: %s", code, stderr)
-	}
-	if r := parsePerfJSON(t, stdout); r.Sent != 1 {
+	if r := perfInterrupted(t, "--num-records", "3", "--throughput", "1e-12"); r.Sent != 1 {
 		t.Errorf("%d records sent at 1e-12 records/s within 1.5s, want 1 (the first goes at once, as in Java's throttle)", r.Sent)
 	}
+}
+
+// perfInterrupted runs perf --json with args and interrupts it after
+// 1.5 s, late enough that the embedded cluster is up and records went
+// out, even under -race on a busy machine; it must exit 130.
+func perfInterrupted(t *testing.T, args ...string) perfJSON {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	code, stdout, stderr := runCtx(t, ctx, 20*time.Second, nil, append([]string{"perf", "--json"}, args...)...)
+	if code != 130 {
+		t.Fatalf("exit %d, want 130 (interrupted)\nstderr: %s", code, stderr)
+	}
+	return parsePerfJSON(t, stdout)
 }
 
 func TestBadFlags(t *testing.T) {
