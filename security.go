@@ -341,7 +341,8 @@ func notPEM(prop string, b []byte) string {
 	switch {
 	case len(b) >= 4 && b[0] == 0xFE && b[1] == 0xED && b[2] == 0xFE && b[3] == 0xED:
 		kind = "a JKS store (Java's default ssl.*.type)"
-	case len(b) >= 2 && b[0] == 0x30 && !strings.Contains(string(b), "-----BEGIN"):
+	case len(b) >= 2 && b[0] == 0x30 && b[1] >= 0x81 && b[1] <= 0x84:
+		// An ASN.1 SEQUENCE with a long length: no text starts so.
 		kind = "binary (DER): a PKCS12 store, or a certificate not in PEM form"
 	default:
 		return ""
