@@ -165,7 +165,8 @@ func TestStatRate(t *testing.T) {
 }
 
 // Records that an abort fails (of the transaction, or by a Close whose ctx
-// ended) are not record errors, as Java's abortBatches records none.
+// ended) are not record errors, as Java's abortBatches records none; nor
+// is a Send after Close.
 func TestMetricsAbortedRecordsAreNotErrors(t *testing.T) {
 	t.Run("transaction", func(t *testing.T) {
 		c := newFake(t, 2)
@@ -205,6 +206,16 @@ func TestMetricsAbortedRecordsAreNotErrors(t *testing.T) {
 		o.wait(t, time.Second)
 		if m := p.Metrics(); m.RecordErrorTotal != 0 {
 			t.Errorf("record-error-total %d after a forced Close, want 0", m.RecordErrorTotal)
+		}
+		// Nor is a Send after Close (Java throws IllegalStateException,
+		// which it does not count).
+		var after error
+		p.Send(context.Background(), &Record{Topic: "t"}, func(_ *Record, err error) { after = err })
+		if !errors.Is(after, ErrClosed) {
+			t.Fatalf("Send after Close: %v, want ErrClosed", after)
+		}
+		if m := p.Metrics(); m.RecordErrorTotal != 0 {
+			t.Errorf("record-error-total %d after a Send after Close, want 0", m.RecordErrorTotal)
 		}
 	})
 }

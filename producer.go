@@ -2,6 +2,7 @@ package kprod
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -192,14 +193,28 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error))
 	}
 	if gen, err := p.send(ctx, r, cb); err != nil {
 		// As Java's send: a record that fails before it is buffered
-		// counts in record-error-total (not in record-send-total).
-		p.metrics.errors.add(time.Now(), 1)
+		// counts in record-error-total (not in record-send-total), but
+		// for a Send on a closed producer (Java's IllegalStateException).
+		var closed *sendClosedError
+		if !errors.As(err, &closed) {
+			p.metrics.errors.add(time.Now(), 1)
+		}
 		if p.txn != nil {
 			p.txn.sendFailed(r, gen, err)
 		}
 		cb(r, err)
 	}
 }
+
+// sendClosedError is Send's error once Close has begun, before the
+// record reached its partition's deque.
+type sendClosedError struct{ topic string }
+
+func (e *sendClosedError) Error() string {
+	return fmt.Sprintf("cannot send to %q: %v", e.topic, kerr.ErrClosed)
+}
+
+func (e *sendClosedError) Unwrap() error { return kerr.ErrClosed }
 
 // SendSync sends a record and waits for its outcome. On success r holds
 // its partition, offset and timestamp. ctx bounds what it bounds for
@@ -239,7 +254,7 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 	if p.txn != nil {
 		if p.closed.Load() {
 			// Not "call BeginTransaction", which Close makes wrong.
-			return 0, fmt.Errorf("cannot send to %q: %w", r.Topic, kerr.ErrClosed)
+			return 0, &sendClosedError{topic: r.Topic}
 		}
 		// Fail fast outside a transaction; checked again at the append.
 		if gen, err = p.txn.checkSend(r.Topic); err != nil {
@@ -256,7 +271,7 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 // buffer is Send's work: metadata, partition, append.
 func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error)) error {
 	if p.closed.Load() {
-		return fmt.Errorf("cannot send to %q: %w", r.Topic, kerr.ErrClosed)
+		return &sendClosedError{topic: r.Topic}
 	}
 	// The clock is read only when needed: for the record's timestamp if
 	// it has none, and to bound a wait for metadata.
@@ -331,7 +346,7 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 				// Close, which does not wait for this Send, may have
 				// aborted the transaction meanwhile: "call
 				// BeginTransaction" would be wrong.
-				return fmt.Errorf("cannot send to %q: %w", r.Topic, kerr.ErrClosed)
+				return &sendClosedError{topic: r.Topic}
 			}
 			return err
 		}
