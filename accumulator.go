@@ -335,7 +335,7 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 // goroutine, so the sender only has to seal. The result tells the sticky
 // partitioner what the record did to its batch.
 func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool) (appendResult, error) {
-	ok, full, err := a.tryAppend(q, r, ts, cb, recSize, sticky)
+	ok, full, grown, err := a.tryAppend(q, r, ts, cb, recSize, sticky)
 	if err != nil {
 		return appendResult{}, err
 	}
@@ -343,7 +343,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		if full {
 			a.wake() // it can go now: see the sender's sendable
 		}
-		return appendResult{lastFull: full}, nil
+		return appendResult{lastFull: full, appended: grown}, nil
 	}
 	// recSize is exact for a batch's first record (header included), so
 	// a batch of one record larger than batch.size is full at once.
@@ -362,14 +362,14 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		a.pool.release(buf, size)
 		return appendResult{}, errAppendClosed
 	}
-	if ok, full := a.tryAppendLocked(q, r, ts, cb, recSize); ok {
+	if ok, full, grown := a.tryAppendLocked(q, r, ts, cb, recSize); ok {
 		// Another sender made room meanwhile.
 		q.mu.Unlock()
 		a.pool.release(buf, size)
 		if full {
 			a.wake()
 		}
-		return appendResult{lastFull: full}, nil
+		return appendResult{lastFull: full, appended: grown}, nil
 	}
 	first := len(q.batches) == 0
 	if !first {
@@ -388,6 +388,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	b.maxRecSize = recSize - recbatch.HeaderSize
 	b.sumRecSize = b.maxRecSize
 	lastFull := b.bld.IsFull(b.limit)
+	grown = b.bld.Size()
 	// Registered before the batch is visible to the sender, so that it
 	// cannot complete (and be removed) before it is added.
 	a.incMu.Lock()
@@ -400,7 +401,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	// look again; appends into an existing batch need a wake-up only when
 	// they fill it.
 	a.wake()
-	return appendResult{lastFull: lastFull, newBatch: true}, nil
+	return appendResult{lastFull: lastFull, appended: grown}, nil
 }
 
 // appendResult is what an append did to its partition's batches (Java's
@@ -409,9 +410,12 @@ type appendResult struct {
 	// lastFull: the batch the record went into takes no more records
 	// (Java's allBatchesFull, for the partition's last batch).
 	lastFull bool
-	// newBatch: the record opened a batch, so it added the batch
-	// header's bytes too.
-	newBatch bool
+	// appended is what the record added to its batch's estimated size
+	// (Builder.Size: with compression, the estimated compressed bytes),
+	// the batch header too when it opened the batch: Java's
+	// RecordAppendResult.appendedBytes, which the sticky partitioner
+	// counts.
+	appended int
 }
 
 // newBatchSize is the buffer a new batch of limit bytes (batch.size, or
@@ -461,21 +465,22 @@ func (a *accumulator) newBatchSize(q *partq, limit int) (size int, ratio float32
 	return size, ratio
 }
 
-// tryAppend appends r to q's last batch if it fits. err is
-// errSwitchSticky or errAppendClosed when it did not try.
-func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, sticky bool) (ok, lastFull bool, err error) {
+// tryAppend appends r to q's last batch if it fits, and says by how much
+// the batch grew. err is errSwitchSticky or errAppendClosed when it did
+// not try.
+func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, sticky bool) (ok, lastFull bool, grown int, err error) {
 	q.mu.Lock()
 	if a.closed.Load() {
 		q.mu.Unlock()
-		return false, false, errAppendClosed
+		return false, false, 0, errAppendClosed
 	}
 	if sticky && a.stickySwitchDueLocked(q) {
 		q.mu.Unlock()
-		return false, false, errSwitchSticky
+		return false, false, 0, errSwitchSticky
 	}
-	ok, lastFull = a.tryAppendLocked(q, r, ts, cb, recSize)
+	ok, lastFull, grown = a.tryAppendLocked(q, r, ts, cb, recSize)
 	q.mu.Unlock()
-	return ok, lastFull, nil
+	return ok, lastFull, grown, nil
 }
 
 // close refuses appends from now on and returns once every append
@@ -516,27 +521,28 @@ func (a *accumulator) stickySwitchDueLocked(q *partq) bool {
 	return n == 0 || q.batches[n-1].full || q.batches[n-1].bld.IsFull(q.batches[n-1].limit)
 }
 
-func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) (ok, lastFull bool) {
+func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) (ok, lastFull bool, grown int) {
 	n := len(q.batches)
 	if n == 0 {
-		return false, false
+		return false, false, 0
 	}
 	b := q.batches[n-1]
 	if b.full {
-		return false, false
+		return false, false, 0
 	}
+	before := b.bld.Size()
 	if !b.bld.TryAppend(ts, r.Key, r.Value, r.Headers, b.limit) {
 		if a.compressed && b.limit == a.batchSize {
 			// Full: it sizes the partition's next buffer (newBatchSize),
 			// which is taken now, before the sender seals this one.
 			q.lastRaw.Store(int64(b.bld.UncompressedSize()))
 		}
-		return false, false
+		return false, false, 0
 	}
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
 	b.maxRecSize = max(b.maxRecSize, recSize-recbatch.HeaderSize)
 	b.sumRecSize += recSize - recbatch.HeaderSize
-	return true, b.bld.IsFull(b.limit)
+	return true, b.bld.IsFull(b.limit), b.bld.Size() - before
 }
 
 // snapshotIncomplete returns the done channels of every batch not yet

@@ -155,37 +155,88 @@ func TestCompressedBatchesFillByEstimate(t *testing.T) {
 	t.Logf("batches in the last rounds: %d for one partition, %d keyless", batches[0], batches[1])
 }
 
-// With compression the sticky partitioner counts a record's estimated
-// compressed bytes, as Java does, so that it stays on a partition until
-// the (compressed) batch is full.
+// The sticky partitioner counts what each record added to its batch's
+// estimated size, as Java counts RecordAppendResult.appendedBytes: with
+// compression the estimated compressed bytes, so that it stays on a
+// partition until the (compressed) batch is full, and the batch header
+// for the record that opened the batch.
 func TestStickyCountsEstimatedBytes(t *testing.T) {
 	c := newFake(t, 6)
 	cfg := testConfig(c)
 	cfg.CompressionType = "lz4"
+	cfg.Linger = time.Hour // the batch stays open to be looked at
 	p := newTestProducer(t, cfg)
 	ctx := ctxT(t, 10*time.Second)
-	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
+	if _, err := p.PartitionsFor(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
 	ts := p.acc.topic("t")
 	ts.ratio.Store(math.Float32bits(0.1))
+	for part := range int32(6) {
+		// As if earlier batches had held much: the new batch's buffer
+		// takes records for a whole compressed batch at the estimate.
+		p.acc.queue(ts, part).lastRaw.Store(1 << 20)
+	}
 	val := make([]byte, 1000)
 	for range 3 {
-		// The previous record's batch was sealed (and the estimate
-		// updated) before SendSync returned.
-		est := ts.compressionEstimate()
-		_, before := stickyUnpack(ts.sticky.Load())
-		if err := p.SendSync(ctx, &Record{Topic: "t", Value: val}); err != nil {
-			t.Fatal(err)
+		p.Send(ctx, &Record{Topic: "t", Value: val}, nil)
+	}
+	cur, produced := stickyUnpack(ts.sticky.Load())
+	q := p.acc.queue(ts, cur)
+	q.mu.Lock()
+	size, nb := q.batches[0].bld.Size(), len(q.batches)
+	q.mu.Unlock()
+	raw := 3 * recbatch.RecordSize(0, 0, nil, val, nil)
+	if nb != 1 || produced != size || size > recbatch.HeaderSize+raw/5 {
+		t.Fatalf("3 records of %d bytes: %d batches, the sticky partitioner counted %d bytes, the batch's estimated size is %d, want one batch, the same count, and about a tenth of the records' bytes", len(val), nb, produced, size)
+	}
+}
+
+// Without compression the count is the batches' exact growth: from a
+// batch's 64th record on, its offset delta takes two bytes, which a size
+// computed as for a batch's first record misses; Java switches at the
+// first record that takes the partition to 2 × batch.size.
+func TestStickyCountsWhatBatchesGrew(t *testing.T) {
+	c := newFake(t, 6)
+	cfg := testConfig(c)
+	cfg.Linger = time.Hour
+	cfg.DeliveryTimeout = 2 * time.Hour
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := p.PartitionsFor(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	ts := p.acc.topic("t")
+	stamp := time.Now()
+	first, last := int32(-1), 0
+	for i := 1; i <= 2000; i++ {
+		p.Send(ctx, &Record{Topic: "t", Value: make([]byte, 50), Timestamp: stamp}, nil)
+		cur, produced := stickyUnpack(ts.sticky.Load())
+		if i == 1 {
+			first = cur
 		}
-		_, after := stickyUnpack(ts.sticky.Load())
-		n := recbatch.RecordSize(0, 0, nil, val, nil)
-		// Each record opens a batch (the one before was sent), so the
-		// batch header counts too, as in Java.
-		if want := recbatch.EstimatedBytes(n, est) + recbatch.HeaderSize; est > 0.1 || after-before != want {
-			t.Fatalf("a %d-byte record counted %d bytes for the sticky partition, want %d (its estimated compressed size and the batch header)", n, after-before, want)
+		if produced < last {
+			cur = -1 // switched, and drew the same partition again
+		}
+		last = produced
+		q := p.acc.queue(ts, first)
+		q.mu.Lock()
+		grew := 0
+		for _, b := range q.batches {
+			grew += b.bld.Size()
+		}
+		q.mu.Unlock()
+		if cur != first {
+			if grew < 2*cfg.BatchSize {
+				t.Fatalf("switched after record %d with %d bytes on the partition, want at least 2 × batch.size (%d)", i, grew, 2*cfg.BatchSize)
+			}
+			return
+		}
+		if produced != grew {
+			t.Fatalf("record %d: the sticky partitioner counted %d bytes, the partition's batches grew by %d", i, produced, grew)
 		}
 	}
+	t.Fatal("2000 records of 50 bytes never switched the sticky partition")
 }
 
 // compressedBatchesFill sends compressible records with lz4 and returns

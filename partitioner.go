@@ -59,15 +59,17 @@ import (
 //     spread alike over the racks, the load is not.
 //
 // As in the Java client, a record's bytes count against batch.size as
-// its batch counts them: with compression, the estimated compressed size
-// (the topic's compression estimate, see accumulator.newBatchSize); the
-// record that opens a batch also counts the batch header, as Java's
-// appendNewBatch.
+// its batch counts them (what it added to the batch's estimated size):
+// with compression, the estimated compressed size (with the batch's
+// compression estimate, see accumulator.newBatchSize); the record that
+// opens a batch also counts the batch header, as Java's appendNewBatch.
 //
 // Differences from the Java client: Java samples queue lengths for the adaptive draw on every pass of its
 // sender; kprod reads them at the moment it switches partitions (so the
 // hot path is untouched), and judges a broker's availability from its
-// oldest waiting batch rather than from sender timestamps. Like Java,
+// oldest waiting batch rather than from sender timestamps; a broker found
+// slow so loses all its partitions from the draw, where Java keeps its
+// partitions with nothing queued. Like Java,
 // adaptive weighting starts once every partition of the topic has had a
 // batch; until then the draw is uniform.
 //
@@ -106,9 +108,10 @@ const JavaRoundRobinPartitioner = "org.apache.kafka.clients.producer.RoundRobinP
 // Its counters live in the returned value: producers that share one
 // Config (and so one RoundRobinPartitioner) share its rotation.
 //
-// Java's RoundRobinPartitioner is known to skip partitions when batches
-// fill up (KAFKA-9965) because of its onNewBatch hook; kprod has no such
-// hook, so the rotation here is exact.
+// Java's RoundRobinPartitioner skipped partitions when batches filled up
+// (KAFKA-9965, KAFKA-16283), as a new batch made the producer call it
+// twice; Kafka 3.9 and 4.0 fixed that (KAFKA-17632), and kprod calls a
+// partitioner once per record, so the rotation here is the fixed one.
 func RoundRobinPartitioner() Partitioner { return &roundRobin{} }
 
 type roundRobin struct {

@@ -368,18 +368,11 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 		return fmt.Errorf("cannot buffer the record for %s[%d]: %w", r.Topic, part, err)
 	}
 	if sticky {
-		// Java counts what the record adds to its batch's estimated
+		// Java counts what the record added to its batch's estimated
 		// size: with compression, the estimated compressed bytes, so that
 		// the partition takes a whole (compressed) batch before a switch;
 		// the first record of a batch adds the batch header too.
-		n := recSize - recbatch.HeaderSize
-		if p.acc.compressed {
-			n = recbatch.EstimatedBytes(n, t.compressionEstimate())
-		}
-		if res.newBatch {
-			n += recbatch.HeaderSize
-		}
-		p.stickyAppended(t, mt, part, n, res.lastFull)
+		p.stickyAppended(t, mt, part, res.appended, res.lastFull)
 	}
 	return nil
 }

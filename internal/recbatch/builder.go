@@ -228,17 +228,6 @@ func EstimateForCapacity(limit, capacity int) float32 {
 	return float32(limit-HeaderSize) / (float32(room) * compressionEstimateFactor)
 }
 
-// EstimatedBytes is what n uncompressed bytes of records add to a batch's
-// estimated size with the compression estimate ratio (at least 1 byte;
-// n itself without an estimate): what the Java client's sticky
-// partitioner counts against batch.size.
-func EstimatedBytes(n int, ratio float32) int {
-	if ratio <= 0 {
-		return n
-	}
-	return max(int(float32(n)*ratio*compressionEstimateFactor), 1)
-}
-
 // capacitySlack covers estimatedSize's rounding down: with an estimate
 // of r, a batch may hold up to 1/(r × 1.05) bytes more than the estimate
 // says, 16 bytes at the smallest estimate the accumulator uses.
