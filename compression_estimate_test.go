@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/kprod/kprod/internal/recbatch"
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -198,6 +200,11 @@ func TestStickyCountsEstimatedBytes(t *testing.T) {
 // first record that takes the partition to 2 × batch.size.
 func TestStickyCountsWhatBatchesGrew(t *testing.T) {
 	c := newFake(t, 6)
+	// Without a producer id the sender drains nothing: every batch
+	// stays in its deque, to be measured (a full one would go at once).
+	// (A fault, not a held request: kfake answers a connection's
+	// requests in order, and Metadata may share the connection.)
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Err: fkerr.CoordinatorLoadInProgress, Count: -1})
 	cfg := testConfig(c)
 	cfg.Linger = time.Hour
 	cfg.DeliveryTimeout = 2 * time.Hour
@@ -206,6 +213,11 @@ func TestStickyCountsWhatBatchesGrew(t *testing.T) {
 	if _, err := p.PartitionsFor(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
+	defer func() { // nothing can be delivered: Close need not wait
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		_ = p.Close(short)
+	}()
 	ts := p.acc.topic("t")
 	stamp := time.Now()
 	first, last := int32(-1), 0
