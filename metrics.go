@@ -232,10 +232,9 @@ type topicMetrics struct {
 // only skips it, so that reading changes nothing. Written by the sender
 // goroutine, read by Metrics; neither is per record.
 type stat struct {
-	mu   sync.Mutex
-	s    [statRing]statSample // s[cur] takes new values; guarded by mu
-	used int                  // samples in use, as Java makes them: s[:used]; guarded by mu
-	cur  int                  // guarded by mu
+	mu  sync.Mutex
+	s   [statRing]statSample // s[cur] takes new values; one with n == 0 is unused; guarded by mu
+	cur int                  // guarded by mu
 }
 
 type statSample struct {
@@ -265,7 +264,7 @@ func (s *stat) read(now time.Time) (avg, maxV float64) {
 	defer s.mu.Unlock()
 	var sum float64
 	var n int64
-	for i := range s.used {
+	for i := range s.s {
 		c := &s.s[i]
 		if !liveLocked(c, now) {
 			continue
@@ -291,7 +290,7 @@ func (s *stat) rate(now time.Time) float64 {
 	defer s.mu.Unlock()
 	var sum float64
 	oldest := now
-	for i := range s.used {
+	for i := range s.s {
 		c := &s.s[i]
 		if !liveLocked(c, now) {
 			continue
@@ -346,15 +345,12 @@ func (s *stat) recordN(now time.Time, sum float64, n int64, maxV float64) {
 		return
 	}
 	s.mu.Lock()
-	if s.used == 0 {
-		s.used = 1
-		s.s[0] = statSample{start: now}
-	}
 	c := &s.s[s.cur]
-	if now.Sub(c.start) >= statSampleSpan {
-		s.cur = (s.cur + 1) % statRing
-		s.used = max(s.used, s.cur+1)
-		c = &s.s[s.cur]
+	if c.n == 0 || now.Sub(c.start) >= statSampleSpan {
+		if c.n > 0 {
+			s.cur = (s.cur + 1) % statRing
+			c = &s.s[s.cur]
+		}
 		*c = statSample{start: now}
 	}
 	if c.n == 0 || maxV > c.max {
