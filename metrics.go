@@ -49,12 +49,25 @@ type Metrics struct {
 	BufferAvailableBytes int64   // buffer-available-bytes
 	BufferTotalBytes     int64   // buffer-total-bytes (buffer.memory)
 	BufferPoolWaitTimeNs int64   // bufferpool-wait-time-ns-total: time Sends spent blocked on memory
+	BufferPoolWaitRatio  float64 // bufferpool-wait-ratio: the fraction of time Sends spent blocked on memory (over 1 when several wait at once, as in Java)
 	WaitingThreads       int64   // waiting-threads: Sends blocked on memory now
 	BufferExhaustedRate  float64 // buffer-exhausted-rate: Sends failed for want of memory (ErrBufferFull) per second
 	BufferExhaustedTotal int64   // buffer-exhausted-total
 	MetadataAge          float64 // metadata-age (s): age of the metadata in use (0 before the first)
 	ProduceThrottleAvg   float64 // produce-throttle-time-avg (ms)
 	ProduceThrottleMax   float64 // produce-throttle-time-max (ms)
+
+	// Time spent in calls, in nanoseconds, as Java's KafkaProducerMetrics:
+	// Flush always; the transaction calls only when they succeed; the
+	// metadata wait when a Send or PartitionsFor had to wait for a
+	// topic's metadata and got it.
+	FlushTimeNsTotal          int64 // flush-time-ns-total
+	TxnInitTimeNsTotal        int64 // txn-init-time-ns-total
+	TxnBeginTimeNsTotal       int64 // txn-begin-time-ns-total
+	TxnSendOffsetsTimeNsTotal int64 // txn-send-offsets-time-ns-total
+	TxnCommitTimeNsTotal      int64 // txn-commit-time-ns-total
+	TxnAbortTimeNsTotal       int64 // txn-abort-time-ns-total
+	MetadataWaitTimeNsTotal   int64 // metadata-wait-time-ns-total
 
 	// Topics holds the per-topic metrics (producer-topic-metrics) of the
 	// topics a batch was sent to, as Java registers them at the first
@@ -91,11 +104,19 @@ func (m Metrics) Map() map[string]float64 {
 		"record-retry-rate": m.RecordRetryRate, "record-retry-total": float64(m.RecordRetryTotal),
 		"record-error-rate": m.RecordErrorRate, "record-error-total": float64(m.RecordErrorTotal),
 		"batch-split-rate": m.BatchSplitRate, "batch-split-total": float64(m.BatchSplitTotal),
-		"requests-in-flight":            float64(m.RequestsInFlight),
-		"buffer-available-bytes":        float64(m.BufferAvailableBytes),
-		"buffer-total-bytes":            float64(m.BufferTotalBytes),
-		"bufferpool-wait-time-ns-total": float64(m.BufferPoolWaitTimeNs),
-		"produce-throttle-time-avg":     m.ProduceThrottleAvg, "produce-throttle-time-max": m.ProduceThrottleMax,
+		"requests-in-flight":             float64(m.RequestsInFlight),
+		"buffer-available-bytes":         float64(m.BufferAvailableBytes),
+		"buffer-total-bytes":             float64(m.BufferTotalBytes),
+		"bufferpool-wait-time-ns-total":  float64(m.BufferPoolWaitTimeNs),
+		"bufferpool-wait-ratio":          m.BufferPoolWaitRatio,
+		"flush-time-ns-total":            float64(m.FlushTimeNsTotal),
+		"txn-init-time-ns-total":         float64(m.TxnInitTimeNsTotal),
+		"txn-begin-time-ns-total":        float64(m.TxnBeginTimeNsTotal),
+		"txn-send-offsets-time-ns-total": float64(m.TxnSendOffsetsTimeNsTotal),
+		"txn-commit-time-ns-total":       float64(m.TxnCommitTimeNsTotal),
+		"txn-abort-time-ns-total":        float64(m.TxnAbortTimeNsTotal),
+		"metadata-wait-time-ns-total":    float64(m.MetadataWaitTimeNsTotal),
+		"produce-throttle-time-avg":      m.ProduceThrottleAvg, "produce-throttle-time-max": m.ProduceThrottleMax,
 		"waiting-threads":       float64(m.WaitingThreads),
 		"buffer-exhausted-rate": m.BufferExhaustedRate, "buffer-exhausted-total": float64(m.BufferExhaustedTotal),
 		"metadata-age": m.MetadataAge,
@@ -145,11 +166,20 @@ func (p *Producer) Metrics() Metrics {
 		RequestsInFlight:     mt.inFlight.Load(),
 		BufferAvailableBytes: p.pool.availableBytes(),
 		BufferTotalBytes:     p.cfg.BufferMemory,
-		BufferPoolWaitTimeNs: p.pool.waitTimeTotal().Nanoseconds(),
+		BufferPoolWaitTimeNs: p.pool.waitNs.total.Load(),
+		BufferPoolWaitRatio:  p.pool.waitNs.win.rate(now) / float64(time.Second),
 		WaitingThreads:       p.pool.waiting(),
 		BufferExhaustedTotal: p.pool.exhausted.total.Load(),
 		BufferExhaustedRate:  p.pool.exhausted.win.rate(now),
 		Topics:               map[string]TopicMetrics{},
+
+		FlushTimeNsTotal:          mt.flushNs.Load(),
+		TxnInitTimeNsTotal:        mt.txnInitNs.Load(),
+		TxnBeginTimeNsTotal:       mt.txnBeginNs.Load(),
+		TxnSendOffsetsTimeNsTotal: mt.txnSendOffsetsNs.Load(),
+		TxnCommitTimeNsTotal:      mt.txnCommitNs.Load(),
+		TxnAbortTimeNsTotal:       mt.txnAbortNs.Load(),
+		MetadataWaitTimeNsTotal:   mt.metadataWaitNs.Load(),
 	}
 	m.RecordSizeAvg, m.RecordSizeMax = mt.recSize.read(now)
 	m.BatchSizeAvg, m.BatchSizeMax = mt.batchSize.read(now)
@@ -195,6 +225,20 @@ type producerMetrics struct {
 	inFlight                                               atomic.Int64
 
 	recSize, batchSize, compression, recsPerReq, latency, queueTime, throttle stat
+
+	// Nanoseconds spent in calls (KafkaProducerMetrics); see Metrics.
+	flushNs, txnInitNs, txnBeginNs, txnSendOffsetsNs, txnCommitNs, txnAbortNs, metadataWaitNs atomic.Int64
+}
+
+// timeSince adds the time since start to the call-time total c.
+func timeSince(c *atomic.Int64, start time.Time) { c.Add(int64(time.Since(start))) }
+
+// timeCall, deferred, adds a transaction call's time to c if it
+// succeeded (*err nil): Java records it after the call's result came.
+func timeCall(c *atomic.Int64, start time.Time, err *error) {
+	if *err == nil {
+		timeSince(c, start)
+	}
 }
 
 // counter is a Java total and its rate: the total counts for good, the

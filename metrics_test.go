@@ -219,3 +219,108 @@ func TestMetricsAbortedRecordsAreNotErrors(t *testing.T) {
 		}
 	})
 }
+
+// The call-time totals of Java's KafkaProducerMetrics: Flush always, the
+// transaction calls when they succeed, the metadata wait when a Send had
+// to wait for its topic's metadata.
+func TestMetricsCallTimes(t *testing.T) {
+	c := newFake(t, 3)
+	p := newTxnProducer(t, testConfig(c), "call-times", false)
+	ctx := ctxT(t, 30*time.Second)
+	if m := p.Metrics(); m.MetadataWaitTimeNsTotal != 0 || m.TxnInitTimeNsTotal != 0 {
+		t.Fatalf("call times before any call: %+v", m)
+	}
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	waited := p.Metrics().MetadataWaitTimeNsTotal
+	if waited <= 0 {
+		t.Fatalf("metadata-wait-time-ns-total %d after the first Send to a topic", waited)
+	}
+	offs := map[string]map[int32]Offset{"t": {0: {Offset: 1, LeaderEpoch: -1}}}
+	if err := p.SendOffsetsToTransaction(ctx, offs, NewGroupMetadata("g")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}, nil)
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := p.Metrics()
+	if m.MetadataWaitTimeNsTotal != waited {
+		t.Errorf("metadata-wait-time-ns-total went from %d to %d: a Send with the topic's metadata at hand counted as a wait", waited, m.MetadataWaitTimeNsTotal)
+	}
+	for name, v := range map[string]int64{
+		"txn-init-time-ns-total": m.TxnInitTimeNsTotal, "txn-begin-time-ns-total": m.TxnBeginTimeNsTotal,
+		"txn-send-offsets-time-ns-total": m.TxnSendOffsetsTimeNsTotal, "txn-commit-time-ns-total": m.TxnCommitTimeNsTotal,
+		"txn-abort-time-ns-total": m.TxnAbortTimeNsTotal, "flush-time-ns-total": m.FlushTimeNsTotal,
+	} {
+		if v <= 0 {
+			t.Errorf("%s is %d after the call", name, v)
+		}
+		if got := m.Map()[name]; got != float64(v) {
+			t.Errorf("Map()[%q] = %v, want %d", name, got, v)
+		}
+	}
+	// A call that fails is not counted, as in Java (the time is recorded
+	// after the call's result).
+	if err := p.CommitTransaction(ctx); !errors.Is(err, ErrTransactionState) {
+		t.Fatalf("CommitTransaction outside a transaction: %v, want ErrTransactionState", err)
+	}
+	if got := p.Metrics().TxnCommitTimeNsTotal; got != m.TxnCommitTimeNsTotal {
+		t.Errorf("txn-commit-time-ns-total went from %d to %d with a failed commit", m.TxnCommitTimeNsTotal, got)
+	}
+}
+
+// bufferpool-wait-ratio is the share of time Sends spent waiting for
+// memory, over the stat's window (Java's Meter of the wait in ns).
+func TestMetricsBufferPoolWaitRatio(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	cfg.BufferMemory = 32 << 10
+	cfg.BatchSize = 16 << 10
+	cfg.MaxBlock = 300 * time.Millisecond
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("v")}); err != nil {
+		t.Fatal(err) // the topic's metadata, before produce requests are held
+	}
+	open, held := holdCounted(t, c, kmsg.Produce)
+	defer open()
+	for range 2 { // two batches: all of buffer.memory
+		p.Send(ctx, &Record{Topic: "t", Value: make([]byte, 15<<10)}, nil)
+	}
+	for deadline := time.Now().Add(10 * time.Second); held.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no produce request was sent")
+		}
+	}
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: make([]byte, 15<<10)}); !errors.Is(err, ErrBufferFull) {
+		t.Fatalf("Send with buffer.memory in use: %v, want ErrBufferFull after max.block.ms", err)
+	}
+	m := p.Metrics()
+	if m.BufferPoolWaitTimeNs < int64(300*time.Millisecond) {
+		t.Errorf("bufferpool-wait-time-ns-total %d after a 300ms wait", m.BufferPoolWaitTimeNs)
+	}
+	// 300ms of waiting in a window of at least 30 s.
+	if want := 0.3 / 30; m.BufferPoolWaitRatio < want*0.99 || m.BufferPoolWaitRatio > 2*want {
+		t.Errorf("bufferpool-wait-ratio %v after a 300ms wait, want about %v", m.BufferPoolWaitRatio, want)
+	}
+	if got := m.Map()["bufferpool-wait-ratio"]; got != m.BufferPoolWaitRatio {
+		t.Errorf("Map()[bufferpool-wait-ratio] = %v", got)
+	}
+}

@@ -41,7 +41,7 @@ type bufferPool struct {
 	waiters   *list.List            // of *poolWaiter, in arrival order; guarded by mu
 	closed    bool                  // guarded by mu
 	refuse    error                 // while set, an allocation that would wait fails with it (refuseWaits); guarded by mu
-	waitTime  time.Duration         // bufferpool-wait-time; guarded by mu
+	waitNs    counter               // bufferpool-wait-time-ns-total and bufferpool-wait-ratio
 	exhausted counter               // buffer-exhausted-total/-rate: waits that ran out of max.block.ms
 
 	// onWait, if set, runs (outside mu) when a Send starts waiting for
@@ -129,8 +129,9 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 		cause = fmt.Errorf("the Send's ctx ended while it waited %v for %d bytes of buffer memory (buffer.memory %d bytes is in use by batches not yet delivered): %w",
 			time.Since(start).Round(time.Millisecond), size, p.total, ctx.Err())
 	}
+	now := time.Now()
+	p.waitNs.add(now, int64(now.Sub(start)))
 	p.mu.Lock()
-	p.waitTime += time.Since(start)
 	select {
 	case <-w.ready:
 		// Reserved (or failed) before we gave up: honour that outcome.
@@ -233,13 +234,6 @@ func (p *bufferPool) waiting() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return int64(p.waiters.Len())
-}
-
-// waitTimeTotal is how long allocations have waited for memory, in all.
-func (p *bufferPool) waitTimeTotal() time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.waitTime
 }
 
 // availableBytes is buffer-available-bytes.

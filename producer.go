@@ -419,12 +419,14 @@ func (p *Producer) waitMetadata(callerCtx context.Context, r *Record, start time
 			return nil, err
 		}
 		if !r.PartitionSet {
+			timeSince(&p.metrics.metadataWaitNs, start)
 			return mt, nil
 		}
 		if r.Partition < 0 {
 			return nil, fmt.Errorf("%w: partition %d of %q is negative", kerr.ErrInvalidRecord, r.Partition, r.Topic)
 		}
 		if int(r.Partition) < len(mt.Partitions) {
+			timeSince(&p.metrics.metadataWaitNs, start)
 			return mt, nil
 		}
 		// The topic may have just grown: ask again until max.block.ms.
@@ -444,6 +446,13 @@ func (p *Producer) Flush(ctx context.Context) error {
 	if err := p.refuseInCallback("Flush", "the records' callbacks"); err != nil {
 		return err // as Java's flush
 	}
+	defer timeSince(&p.metrics.flushNs, time.Now())
+	return p.flush(ctx)
+}
+
+// flush is Flush without its checks and its flush-time-ns-total (Java's
+// commitTransaction does not count as a flush either).
+func (p *Producer) flush(ctx context.Context) error {
 	p.acc.flushes.Add(1)
 	defer p.acc.flushes.Add(-1)
 	waits := p.acc.snapshotIncomplete()

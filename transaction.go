@@ -266,7 +266,8 @@ func (t *txnManager) stateErrLocked(op string) error {
 // transaction.max.timeout.ms) means the producer must be closed; an
 // authorization error (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) leaves it
 // uninitialized, so it can be called again once the ACL is fixed.
-func (p *Producer) InitTransactions(ctx context.Context) error {
+func (p *Producer) InitTransactions(ctx context.Context) (err error) {
+	defer timeCall(&p.metrics.txnInitNs, time.Now(), &err)
 	t, err := p.txnOrErr("InitTransactions")
 	if err != nil {
 		return err
@@ -386,7 +387,8 @@ func (t *txnManager) initFailed(err error) error {
 // AbortTransaction, the records sent belong to it. It does no I/O; the
 // coordinator learns of the transaction with its first partition or
 // offsets.
-func (p *Producer) BeginTransaction() error {
+func (p *Producer) BeginTransaction() (err error) {
+	defer timeCall(&p.metrics.txnBeginNs, time.Now(), &err)
 	t, err := p.txnOrErr("BeginTransaction")
 	if err != nil {
 		return err
@@ -491,7 +493,8 @@ func (t *txnManager) beginSend(topic string) error {
 // stale: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) means: abort. If ctx ends
 // before the offsets are known to be written, the transaction is made
 // abortable too, as its offsets are then uncertain.
-func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[string]map[int32]Offset, group GroupMetadata) error {
+func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[string]map[int32]Offset, group GroupMetadata) (err error) {
+	defer timeCall(&p.metrics.txnSendOffsetsNs, time.Now(), &err)
 	t, err := p.txnOrErr("SendOffsetsToTransaction")
 	if err != nil {
 		return err
@@ -554,7 +557,8 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[str
 // not commit and the producer must be closed. If ctx ends first, the
 // outcome is not known yet: call CommitTransaction again (or, if its
 // EndTxn was not sent yet, AbortTransaction).
-func (p *Producer) CommitTransaction(ctx context.Context) error {
+func (p *Producer) CommitTransaction(ctx context.Context) (err error) {
+	defer timeCall(&p.metrics.txnCommitNs, time.Now(), &err)
 	t, err := p.txnOrErr("CommitTransaction")
 	if err != nil {
 		return err
@@ -584,7 +588,7 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 	t.mu.Unlock()
 	t.appendMu.Unlock()
 
-	if err := p.Flush(ctx); err != nil {
+	if err := p.flush(ctx); err != nil {
 		return fmt.Errorf("CommitTransaction: %w; the transaction is still open: call CommitTransaction or AbortTransaction again", waitEnded(ctx, err))
 	}
 	if err := t.acquire(ctx); err != nil {
@@ -624,7 +628,8 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 // consumers never see the transaction's records or offsets. Afterwards a
 // new transaction can begin. It is the way out of an abortable error
 // (ErrTransactionAbortable). If ctx ends first, call it again.
-func (p *Producer) AbortTransaction(ctx context.Context) error {
+func (p *Producer) AbortTransaction(ctx context.Context) (err error) {
+	defer timeCall(&p.metrics.txnAbortNs, time.Now(), &err)
 	t, err := p.txnOrErr("AbortTransaction")
 	if err != nil {
 		return err

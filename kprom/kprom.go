@@ -20,9 +20,11 @@
 //
 // Metrics whose Java name ends in "-total" (record-send-total, byte-total,
 // request-total, record-retry-total, record-error-total, batch-split-total,
-// bufferpool-wait-time-ns-total, buffer-exhausted-total) are counters; all
-// others (rates, averages, maxima, requests-in-flight, waiting-threads,
-// buffer sizes, metadata-age) are gauges.
+// bufferpool-wait-time-ns-total, buffer-exhausted-total, and the call
+// times flush-time-ns-total, txn-*-time-ns-total and
+// metadata-wait-time-ns-total) are counters; all others (rates, ratios,
+// averages, maxima, requests-in-flight, waiting-threads, buffer sizes,
+// metadata-age) are gauges.
 //
 // The collector is a checked one: it describes its fixed set of metrics,
 // so registering it twice, or two collectors with the same producer name,

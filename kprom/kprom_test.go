@@ -124,10 +124,11 @@ func TestFamilies(t *testing.T) {
 			t.Errorf("%s has labels %v, want %v", name, l, wantLabels)
 		}
 	}
-	// 8 producer-level totals (bufferpool-wait-time-ns-total and
-	// buffer-exhausted-total among them) and 4 per-topic ones.
-	if counters != 12 {
-		t.Errorf("%d counters, want 12", counters)
+	// 15 producer-level totals (bufferpool-wait-time-ns-total,
+	// buffer-exhausted-total and the call times such as
+	// flush-time-ns-total among them) and 4 per-topic ones.
+	if counters != 19 {
+		t.Errorf("%d counters, want 19", counters)
 	}
 	if got["kprod_producer_bufferpool_wait_time_ns_total"].GetType() != dto.MetricType_COUNTER {
 		t.Error("bufferpool-wait-time-ns-total is not a counter")
