@@ -73,6 +73,12 @@ type Metrics struct {
 	// topics a batch was sent to, as Java registers them at the first
 	// produce request.
 	Topics map[string]TopicMetrics
+
+	// Closed: Close has returned, so the metrics no longer change (the
+	// rates still fall as their samples age, and metadata-age grows).
+	// Java removes a producer's metrics when it closes; an exporter
+	// should stop exporting them (kprom's collector does). Not in Map.
+	Closed bool
 }
 
 // TopicMetrics are the per-topic metrics (producer-topic-metrics).
@@ -172,6 +178,7 @@ func (p *Producer) Metrics() Metrics {
 		BufferExhaustedTotal: p.pool.exhausted.total.Load(),
 		BufferExhaustedRate:  p.pool.exhausted.win.rate(now),
 		Topics:               map[string]TopicMetrics{},
+		Closed:               isClosed(p.closeDone),
 
 		FlushTimeNsTotal:          mt.flushNs.Load(),
 		TxnInitTimeNsTotal:        mt.txnInitNs.Load(),

@@ -284,6 +284,15 @@ func TestMetricsCallTimes(t *testing.T) {
 	if got := p.Metrics().TxnCommitTimeNsTotal; got != m.TxnCommitTimeNsTotal {
 		t.Errorf("txn-commit-time-ns-total went from %d to %d with a failed commit", m.TxnCommitTimeNsTotal, got)
 	}
+	if m.Closed {
+		t.Error("Metrics().Closed before Close")
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Metrics().Closed {
+		t.Error("Metrics().Closed is false after Close returned")
+	}
 }
 
 // bufferpool-wait-ratio is the share of time Sends spent waiting for

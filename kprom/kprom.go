@@ -28,7 +28,12 @@
 //
 // The collector is a checked one: it describes its fixed set of metrics,
 // so registering it twice, or two collectors with the same producer name,
-// fails with prometheus.AlreadyRegisteredError. Label values that are not
+// fails with prometheus.AlreadyRegisteredError. Give each producer a name
+// of its own (two producers of a process may share a client.id); do not
+// fall back on the error's ExistingCollector, which reads the other
+// producer. Once a producer is closed its collector exports nothing
+// (Java removes a closed producer's metrics); Unregister it to reuse its
+// name. Label values that are not
 // valid UTF-8 (a producer or topic name) have the invalid bytes replaced
 // with U+FFFD; should two topics then share a label value, only the first
 // of them in sorted order is exported.
@@ -48,6 +53,8 @@ import (
 type Source interface {
 	Metrics() kprod.Metrics
 }
+
+var _ Source = (*kprod.Producer)(nil)
 
 // metricDesc is one exported family: its Java name, its Desc and its type.
 type metricDesc struct {
@@ -78,13 +85,13 @@ func NewCollector(src Source, name string) *Collector {
 	for _, java := range producerNames {
 		c.producer = append(c.producer, metricDesc{java, prometheus.NewDesc(
 			MetricName(java),
-			"kprod producer metric "+java+" (the Java producer's name, in producer-metrics)",
+			"kprod producer metric "+java+" (the Java producer's name, in producer-metrics)"+unit(java),
 			nil, prometheus.Labels{"producer": name}), valueType(java)})
 	}
 	for _, java := range topicNames {
 		c.topic = append(c.topic, metricDesc{java, prometheus.NewDesc(
 			TopicMetricName(java),
-			"kprod per-topic producer metric "+java+" (the Java producer's name, in producer-topic-metrics)",
+			"kprod per-topic producer metric "+java+" (the Java producer's name, in producer-topic-metrics)"+unit(java),
 			[]string{"topic"}, prometheus.Labels{"producer": name}), valueType(java)})
 	}
 	return c
@@ -107,6 +114,30 @@ func MetricName(java string) string {
 // kprod_producer_topic_<name>.
 func TopicMetricName(java string) string {
 	return "kprod_producer_topic_" + promName(java)
+}
+
+// unit says, for HELP, the unit of a Java metric, whose name often does
+// not: Java's times are in ms (metadata-age in s), its rates per second.
+func unit(java string) string {
+	switch {
+	case java == "metadata-age":
+		return ", in seconds"
+	case strings.HasSuffix(java, "-ns-total"):
+		return ", in nanoseconds"
+	case strings.Contains(java, "latency") || strings.Contains(java, "-time-"):
+		return ", in milliseconds"
+	case strings.HasPrefix(java, "compression-rate"):
+		return ", compressed size over uncompressed size"
+	case java == "bufferpool-wait-ratio":
+		return ", share of time (waiting Sends added up)"
+	case java == "byte-rate":
+		return ", in bytes per second"
+	case strings.HasSuffix(java, "-rate"):
+		return ", per second"
+	case java == "byte-total" || strings.HasSuffix(java, "-bytes") || strings.Contains(java, "size-"):
+		return ", in bytes"
+	}
+	return ""
 }
 
 // valueType is CounterValue for the Java "-total" metrics, else GaugeValue.
@@ -133,9 +164,14 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect takes one snapshot and sends every metric. It never panics: a
-// metric that cannot be built is left out.
+// metric that cannot be built is left out. Once the producer is closed
+// (Metrics().Closed) it sends nothing, as Java removes a closed
+// producer's metrics.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	m := c.src.Metrics()
+	if m.Closed {
+		return
+	}
 	all := m.Map()
 	for _, d := range c.producer {
 		if pm, err := prometheus.NewConstMetric(d.desc, d.typ, all[d.java]); err == nil {

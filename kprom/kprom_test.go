@@ -45,13 +45,13 @@ func TestCollector(t *testing.T) {
 # HELP kprod_producer_record_send_total kprod producer metric record-send-total (the Java producer's name, in producer-metrics)
 # TYPE kprod_producer_record_send_total counter
 kprod_producer_record_send_total{producer="p1"} 42
-# HELP kprod_producer_request_latency_avg kprod producer metric request-latency-avg (the Java producer's name, in producer-metrics)
+# HELP kprod_producer_request_latency_avg kprod producer metric request-latency-avg (the Java producer's name, in producer-metrics), in milliseconds
 # TYPE kprod_producer_request_latency_avg gauge
 kprod_producer_request_latency_avg{producer="p1"} 1.5
 # HELP kprod_producer_topic_record_send_total kprod per-topic producer metric record-send-total (the Java producer's name, in producer-topic-metrics)
 # TYPE kprod_producer_topic_record_send_total counter
 kprod_producer_topic_record_send_total{producer="p1",topic="orders"} 40
-# HELP kprod_producer_topic_byte_rate kprod per-topic producer metric byte-rate (the Java producer's name, in producer-topic-metrics)
+# HELP kprod_producer_topic_byte_rate kprod per-topic producer metric byte-rate (the Java producer's name, in producer-topic-metrics), in bytes per second
 # TYPE kprod_producer_topic_byte_rate gauge
 kprod_producer_topic_byte_rate{producer="p1",topic="orders"} 7.5
 `

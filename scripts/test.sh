@@ -58,13 +58,15 @@ for a in "$@"; do
 done
 ((${#vet_pkgs[@]} > 0)) || vet_pkgs=(./...)
 vet_status=0
-say "go vet ${vet_pkgs[*]}"
+vet_failed="go vet ${vet_pkgs[*]}"
+say "$vet_failed"
 go vet "${vet_pkgs[@]}" || vet_status=$?
 # The modules of their own (bench/, kprom/) are vetted too; their unit
 # tests need no cluster and run here.
 for mod in bench kprom; do
 	if ((vet_status == 0)) && [[ -f $mod/go.mod ]]; then
-		say "go vet ./... in $mod/"
+		vet_failed="go vet ./... in $mod/"
+		say "$vet_failed"
 		(cd "$mod" && go vet ./...) || vet_status=$?
 	fi
 done
@@ -75,7 +77,8 @@ if ((vet_status == 0)) && ((${#vet_pkgs[@]} == 1)) && [[ ${vet_pkgs[0]} == ./...
 		race=-race
 		[[ $mod == bench ]] && race=
 		if ((vet_status == 0)) && [[ -f $mod/go.mod ]]; then
-			say "go test $race ./... in $mod/"
+			vet_failed="go test $race ./... in $mod/"
+			say "$vet_failed"
 			(cd "$mod" && go test $race -count=1 ./...) || vet_status=$?
 		fi
 	done
@@ -88,7 +91,7 @@ if ((up_status != 0)); then
 	say "the Kafka test cluster did not start (status $up_status)"
 	exit 1
 fi
-((vet_status == 0)) || { say "go vet failed"; exit "$vet_status"; }
+((vet_status == 0)) || { say "failed: $vet_failed"; exit "$vet_status"; }
 
 KPROD_BROKERS=$(tail -n 1 "$up_out")
 # The fault suite writes its lost/duplicated/reordered counts here; they
