@@ -1,6 +1,10 @@
 package kprod
 
 import (
+	"context"
+	"errors"
+	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -256,5 +260,58 @@ func TestRetryBackoffSkippedWhenLeaderChanged(t *testing.T) {
 	}
 	if !moved.Load() {
 		t.Fatal("the fault never hit")
+	}
+}
+
+// A leader that dies while the producer's connection to it is idle, its
+// partitions moved to another broker: the lost connection (and each
+// failed dial after it) asks for new metadata, as Java's
+// handleServerDisconnect does, so the next record finds the new leader
+// at once instead of after metadata.max.age.ms (5 min), beyond its
+// delivery.timeout.ms.
+func TestLeaderLostWhileIdleRefreshesMetadata(t *testing.T) {
+	c := newFake(t, 1)
+	var mu sync.Mutex
+	down := map[string]bool{}
+	conns := map[string][]net.Conn{}
+	cfg := testConfig(c)
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		isDown := down[addr]
+		mu.Unlock()
+		if isDown {
+			return nil, errors.New("connection refused (the test's broker is down)")
+		}
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, network, addr)
+		if err == nil {
+			mu.Lock()
+			conns[addr] = append(conns[addr], nc)
+			mu.Unlock()
+		}
+		return nc, err
+	}
+	cfg.RequestTimeout = 5 * time.Second
+	cfg.DeliveryTimeout = 10 * time.Second
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("a")}).ToPartition(0)); err != nil {
+		t.Fatal(err)
+	}
+	snap := p.cl.Snapshot()
+	old := snap.Leader("t", 0)
+	addr := snap.Brokers[old].Addr()
+	mu.Lock()
+	down[addr] = true
+	for _, nc := range conns[addr] {
+		nc.Close()
+	}
+	mu.Unlock()
+	if err := c.MoveTopicPartition("t", 0, (old+1)%3); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("b")}).ToPartition(0)); err != nil {
+		t.Fatalf("leader %d lost while idle, leadership moved: %v (the producer's leader is still %d)",
+			old, err, p.cl.Snapshot().Leader("t", 0))
 	}
 }

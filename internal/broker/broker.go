@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -293,6 +294,9 @@ func (b *Broker) startDialLocked() {
 		b.mu.Unlock()
 		if err != nil {
 			b.cfg.Logger.Debug("dial failed", "broker", b.id, "addr", b.addr, "err", err)
+			if b.cfg.OnDisconnect != nil && !errors.Is(err, kerr.ErrClosed) {
+				b.cfg.OnDisconnect(b.id)
+			}
 		} else {
 			b.cfg.Logger.Debug("connected", "broker", b.id, "addr", b.addr)
 		}

@@ -73,6 +73,14 @@ type Config struct {
 	// can look again. It must not block.
 	OnStateChange func(nodeID int32)
 
+	// OnDisconnect is called (without locks held) when a connection to a
+	// broker is lost or a dial to it fails: not when the connection is
+	// closed on purpose (Close, idle) or its Broker is closed. The
+	// cluster asks for new metadata then, as Java's
+	// handleServerDisconnect does: the broker may have gone, and its
+	// partitions' leadership with it. It must not block.
+	OnDisconnect func(nodeID int32)
+
 	Logger *slog.Logger
 }
 

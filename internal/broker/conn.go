@@ -490,6 +490,9 @@ func (c *Conn) kill(err error, corr int32, cause error, onlyIdle bool) bool {
 	}
 	c.answering.Unlock()
 	close(c.failed)
+	if !onlyIdle && c.cfg.OnDisconnect != nil && !errors.Is(err, kerr.ErrClosed) {
+		c.cfg.OnDisconnect(c.nodeID)
+	}
 	return true
 }
 

@@ -161,7 +161,19 @@ func New(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("%w: bootstrap.servers entry %q is not host:port: %v", kerr.ErrInvalidConfig, addr, err)
 		}
 	}
-	c.bootstrap = newBootstrap(cfg)
+	// A lost connection or a failed dial asks for new metadata (see
+	// broker.Config.OnDisconnect), set on a copy of the config so that
+	// the caller's is left as it was.
+	bc := *cfg.Broker
+	onDisconnect := bc.OnDisconnect
+	bc.OnDisconnect = func(id int32) {
+		c.RequestRefresh()
+		if onDisconnect != nil {
+			onDisconnect(id)
+		}
+	}
+	c.cfg.Broker = &bc
+	c.bootstrap = newBootstrap(c.cfg)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.snap.Store(emptySnapshot)
 	c.wg.Add(1)
