@@ -38,8 +38,10 @@ type PartitionInfo struct {
 // partitioner or to check a topic before producing. The errors are
 // Send's: ErrUnknownTopic when the topic is not in the metadata within
 // max.block.ms, ErrMetadataTimeout when no broker answered, both wrapping
-// what the brokers said (e.g. TOPIC_AUTHORIZATION_FAILED); ctx's error
-// when it ended first; ErrClosed after Close.
+// what the brokers said; a non-retriable error of the topic at once, from
+// a metadata answer to this call (e.g. TOPIC_AUTHORIZATION_FAILED:
+// errors.Is(err, kerr.TopicAuthorizationFailed)); ctx's error when it
+// ended first; ErrClosed after Close.
 func (p *Producer) PartitionsFor(ctx context.Context, topic string) ([]PartitionInfo, error) {
 	if p.closed.Load() {
 		return nil, fmt.Errorf("partitions of %q: %w", topic, kerr.ErrClosed)

@@ -278,9 +278,14 @@ func (c *Client) Refresh(ctx context.Context) error {
 // one partition, refreshing as needed, until ctx ends (the producer gives
 // it max.block.ms). The broker may auto-create the topic meanwhile.
 func (c *Client) WaitTopic(ctx context.Context, name string) (*Topic, error) {
-	c.UseTopic(name)
+	u := c.UseTopic(name)
 	var lastErr error
+	fresh := false // a refresh that started during this call has answered
 	for {
+		// Kept in use while it is waited for, as Java's waitOnMetadata
+		// adds the topic again on every round: a wait longer than
+		// metadata.max.idle.ms must not drop the topic it waits for.
+		u.Touch(time.Now().UnixNano())
 		t := c.Snapshot().Topics[name]
 		if t != nil {
 			if t.Err == nil && len(t.Partitions) > 0 {
@@ -288,7 +293,11 @@ func (c *Client) WaitTopic(ctx context.Context, name string) (*Topic, error) {
 			}
 			if t.Err != nil {
 				lastErr = t.Err
-				if !kerr.IsRetriable(t.Err) {
+				// A non-retriable error (TOPIC_AUTHORIZATION_FAILED) is
+				// returned from an answer to this call only, as Java asks
+				// again before it throws one: the ACL may have been
+				// granted since. An invalid name fails at once.
+				if !kerr.IsRetriable(t.Err) && (fresh || errors.Is(t.Err, kerr.InvalidTopicException)) {
 					return nil, fmt.Errorf("topic %q: %w", name, t.Err)
 				}
 			}
@@ -298,7 +307,10 @@ func (c *Client) WaitTopic(ctx context.Context, name string) (*Topic, error) {
 			// the refresh that would have named it had already started.
 			c.topicAdded()
 		}
-		if err := c.Refresh(ctx); err != nil {
+		err := c.Refresh(ctx)
+		if err == nil {
+			fresh = true
+		} else {
 			if ctx.Err() != nil {
 				return nil, c.topicTimeout(name, lastErr)
 			}

@@ -862,3 +862,51 @@ func TestLeastLoadedSpreads(t *testing.T) {
 		t.Errorf("300 picks among 3 idle nodes chose %v: want all three", picked)
 	}
 }
+
+// TOPIC_AUTHORIZATION_FAILED, then the ACL is granted: the next wait asks
+// again before it returns the error, as Java's waitOnMetadata awaits an
+// update before it throws one, instead of failing from the answer it
+// already has until the next periodic refresh (metadata.max.age.ms).
+func TestWaitTopicAsksAgainAfterANonRetriableError(t *testing.T) {
+	kc := newCluster(t, kfake.SeedTopics(1, "secret"))
+	h := kc.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, Topic: "secret", Err: fkerr.TopicAuthorizationFailed, Count: -1})
+	c := newClient(t, testConfig(kc.ListenAddrs()...))
+	if _, err := c.WaitTopic(ctxFor(t, 5*time.Second), "secret"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("WaitTopic without the ACL: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	before := c.MetadataRequests()
+	if _, err := c.WaitTopic(ctxFor(t, 5*time.Second), "secret"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("WaitTopic again without the ACL: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	if c.MetadataRequests() == before {
+		t.Error("the second WaitTopic failed from the answer it already had, without asking again")
+	}
+	h.Remove() // the ACL is granted
+	if _, err := c.WaitTopic(ctxFor(t, 5*time.Second), "secret"); err != nil {
+		t.Fatalf("WaitTopic once the ACL was granted: %v", err)
+	}
+}
+
+// A wait longer than metadata.max.idle.ms keeps its topic in the metadata
+// requests (Java's waitOnMetadata adds it again every round): the topic,
+// created during the wait, is found, without a storm of requests that do
+// not name it.
+func TestWaitTopicLongerThanMetadataMaxIdle(t *testing.T) {
+	kc := newCluster(t)
+	log := logMetadata(kc)
+	cfg := testConfig(kc.ListenAddrs()...)
+	cfg.MetadataMaxIdle = 300 * time.Millisecond // stands for 5 s (its minimum) against max.block.ms 60 s
+	c := newClient(t, cfg)
+	if err := c.Refresh(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(time.Second, func() { kc.CreateTopic("late", 2, nil) })
+	start := time.Now()
+	if _, err := c.WaitTopic(ctxFor(t, 4*time.Second), "late"); err != nil {
+		t.Errorf("topic created 1s into the wait not found: %v (after %v)", err, time.Since(start))
+	}
+	// Refreshes about retry.backoff.ms apart: tens in a few seconds.
+	if n := log.count(); n > 100 {
+		t.Errorf("%d Metadata requests in %v", n, time.Since(start))
+	}
+}
