@@ -352,6 +352,10 @@ func TestSecurityPropertiesBadValues(t *testing.T) {
 		{"sasl.jaas.config", sasl("sasl.mechanism", "OAUTHBEARER", "sasl.jaas.config",
 			`org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="c" clientSecret="`+secret+`";`), "SASLOAuthTokenSource"},
 		{"sasl.jaas.config", sasl("sasl.mechanism", "OAUTHBEARER", "sasl.jaas.config", jaasSecret), "OAuthBearerLoginModule"},
+		// An extension Java's login handler refuses, refused by Validate
+		// rather than by the broker as invalid credentials.
+		{"sasl.jaas.config", sasl("sasl.mechanism", "OAUTHBEARER", "sasl.jaas.config",
+			`org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="`+secret+`" unsecuredLoginExtension_trace_id="x";`), "letters only"},
 		{"sasl.jaas.config", sasl("sasl.mechanism", "SCRAM-SHA-256", "sasl.jaas.config",
 			`org.apache.kafka.common.security.scram.ScramLoginModule required username="tok" password="`+secret+`" tokenauth="true";`), "delegation tokens"},
 	}

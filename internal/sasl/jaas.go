@@ -39,13 +39,21 @@ func ParseJAAS(s string) (*JAAS, error) {
 	if p.eof() {
 		return nil, fmt.Errorf("empty: expected a login module class, e.g. %s required username=\"...\" password=\"...\";", PlainLoginModule)
 	}
-	j := &JAAS{Module: p.word(), Options: map[string]string{}}
+	module, err := p.name()
+	if err != nil {
+		return nil, fmt.Errorf("login module class: %w", err)
+	}
+	j := &JAAS{Module: module, Options: map[string]string{}}
 	if j.Module == "" {
 		return nil, fmt.Errorf("expected a login module class at character %d", p.i+1)
 	}
 	mod := ModuleName(j.Module)
 	p.space()
-	j.Flag = strings.ToLower(p.word())
+	flag, err := p.name()
+	if err != nil {
+		return nil, fmt.Errorf("control flag of %s: %w", mod, err)
+	}
+	j.Flag = strings.ToLower(flag)
 	switch j.Flag {
 	case "required", "requisite", "sufficient", "optional":
 	case "":
@@ -65,9 +73,12 @@ func ParseJAAS(s string) (*JAAS, error) {
 			p.i++
 			break
 		}
-		name := p.word()
+		name, err := p.name()
+		if err != nil {
+			return nil, fmt.Errorf("option %d of %s: name: %w", n, mod, err)
+		}
 		if name == "" {
-			return nil, fmt.Errorf("option %d of %s has no name (a stray '=' or '\"'?)", n, mod)
+			return nil, fmt.Errorf("option %d of %s has no name (a stray '=' or an empty quoted name?)", n, mod)
 		}
 		p.space()
 		if p.eof() || p.peek() != '=' {
@@ -78,7 +89,6 @@ func ParseJAAS(s string) (*JAAS, error) {
 		p.i++
 		p.space()
 		var value string
-		var err error
 		if !p.eof() && (p.peek() == '"' || p.peek() == '\'') {
 			value, err = p.quoted()
 			if err != nil {
@@ -156,6 +166,15 @@ func (p *jaasParser) space() {
 			return
 		}
 	}
+}
+
+// name reads a login module class, a control flag or an option name:
+// quoted or not, as Java's StreamTokenizer reads any of them.
+func (p *jaasParser) name() (string, error) {
+	if !p.eof() && (p.peek() == '"' || p.peek() == '\'') {
+		return p.quoted()
+	}
+	return p.word(), nil
 }
 
 // word reads an unquoted token: up to whitespace, '=', ';' or a quote.

@@ -45,8 +45,35 @@ func (e *SourceError) Unwrap() error { return e.Err }
 // Name returns "OAUTHBEARER".
 func (OAuthBearer) Name() string { return "OAUTHBEARER" }
 
-// extensionKey is RFC 7628's key grammar; "auth" is reserved for the token.
-var extensionKey = regexp.MustCompile(`^[A-Za-z]+$`)
+// extensionKey and extensionValue are RFC 7628's grammar of a SASL
+// extension (Java's OAuthBearerClientInitialResponse checks the same);
+// "auth" is reserved for the token. bearerToken is what a broker accepts
+// as the token (RFC 6750's b64token, Java's AUTH_PATTERN): anything else
+// it refuses as invalid credentials, so the client says so first.
+var (
+	extensionKey   = regexp.MustCompile(`^[A-Za-z]+$`)
+	extensionValue = regexp.MustCompile("^[\x21-\x7E \t\r\n]+$")
+	bearerToken    = regexp.MustCompile(`^[-_~+/.a-zA-Z0-9]+=*$`)
+)
+
+// ValidateExtensions checks SASL extensions as Java does before it sends
+// them: a name of letters only, not "auth"; a value of printable ASCII
+// (spaces, tabs and line breaks allowed), not empty.
+func ValidateExtensions(ext map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(ext)) {
+		if !extensionKey.MatchString(k) || k == "auth" {
+			return fmt.Errorf("OAUTHBEARER: SASL extension name %q is invalid: it must be letters only, and not \"auth\"", k)
+		}
+		if !extensionValue.MatchString(ext[k]) {
+			what := "has characters other than printable ASCII, spaces, tabs and line breaks"
+			if ext[k] == "" {
+				what = "is empty (an unset variable?)"
+			}
+			return fmt.Errorf("OAUTHBEARER: the value of SASL extension %q %s; a broker would refuse the login as invalid credentials", k, what)
+		}
+	}
+	return nil
+}
 
 // Start gets a token and returns the client's initial response:
 // gs2-header, then auth=Bearer <token> and the extensions, each ended by
@@ -62,8 +89,11 @@ func (o OAuthBearer) Start(ctx context.Context) (Session, []byte, error) {
 	if strings.TrimSpace(tok.Value) == "" {
 		return nil, nil, errors.New("OAUTHBEARER: the token source returned an empty token")
 	}
-	if strings.ContainsAny(tok.Value, "\x01 \t\r\n") {
-		return nil, nil, errors.New("OAUTHBEARER: the token source returned a token with spaces or control characters")
+	if !bearerToken.MatchString(tok.Value) {
+		return nil, nil, errors.New("OAUTHBEARER: the token source returned a token with characters a broker refuses (a bearer token is letters, digits and -._~+/, then any '='s: quotes or spaces left on?)")
+	}
+	if err := ValidateExtensions(tok.Extensions); err != nil {
+		return nil, nil, err
 	}
 	if !tok.Expiry.IsZero() && !time.Now().Before(tok.Expiry) {
 		return nil, nil, fmt.Errorf("OAUTHBEARER: the token source returned a token that expired at %s; it must return a fresh one",
@@ -75,12 +105,6 @@ func (o OAuthBearer) Start(ctx context.Context) (Session, []byte, error) {
 	b.WriteByte(1)
 	for _, k := range slices.Sorted(maps.Keys(tok.Extensions)) {
 		v := tok.Extensions[k]
-		if !extensionKey.MatchString(k) || k == "auth" {
-			return nil, nil, fmt.Errorf("OAUTHBEARER: SASL extension name %q is invalid: it must be letters only, and not \"auth\"", k)
-		}
-		if strings.ContainsRune(v, 1) {
-			return nil, nil, fmt.Errorf("OAUTHBEARER: the value of SASL extension %q contains a ^A character", k)
-		}
 		b.WriteString(k)
 		b.WriteByte('=')
 		b.WriteString(v)
@@ -149,8 +173,8 @@ func UnsecuredToken(options map[string]string, now time.Time) (Token, error) {
 			}
 			claims[strings.TrimPrefix(k, numPrefix)] = n
 		case strings.HasPrefix(k, lstPrefix):
-			var list []string
-			if v != "" {
+			list := []string{} // [] in the JSON, as Java's, for "" or a lone separator
+			if len(v) > 1 {
 				list = strings.Split(v[1:], v[:1])
 			}
 			claims[strings.TrimPrefix(k, lstPrefix)] = list
@@ -186,6 +210,9 @@ func UnsecuredToken(options map[string]string, now time.Time) (Token, error) {
 	expiry := now.Add(time.Duration(lifetime * float64(time.Second)))
 	if len(ext) == 0 {
 		ext = nil
+	}
+	if err := ValidateExtensions(ext); err != nil { // as Java's handler, at login
+		return Token{}, fmt.Errorf("OAuthBearerLoginModule's unsecuredLoginExtension_ options: %w", err)
 	}
 	return Token{Value: value, Expiry: expiry, Extensions: ext}, nil
 }

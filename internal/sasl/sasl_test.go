@@ -50,6 +50,12 @@ func TestParseJAAS(t *testing.T) {
 			`org.apache.kafka.common.security.plain.PlainLoginModule required username="a\101b\vc" password="\0\477\a";`,
 			PlainLoginModule, map[string]string{"username": "aAb\x0bc", "password": "\x00" + "\x277" + "\x07"},
 		},
+		{
+			// A quoted class, flag or option name, as Java's tokenizer
+			// reads any token quoted or not.
+			`"org.apache.kafka.common.security.plain.PlainLoginModule" 'required' "username"="a" 'password'=b;`,
+			PlainLoginModule, map[string]string{"username": "a", "password": "b"},
+		},
 	} {
 		j, err := ParseJAAS(tc.in)
 		if err != nil {
@@ -112,7 +118,9 @@ func TestParseJAASErrorsHideSecretWords(t *testing.T) {
 			[]string{"option 2 of " + PlainLoginModule + " has an empty value"}},
 		{"a word of the password before a quote", PlainLoginModule + ` required password=hunter 2xq="open`, "2xq",
 			[]string{"option 2 of " + PlainLoginModule + ": unterminated quoted value"}},
-		{"stray quote", PlainLoginModule + ` required password=hunter "2xq";`, "2xq", []string{"option 2 of " + PlainLoginModule + " has no name"}},
+		// A quoted word is an option name, as in Java; the error still
+		// does not show it.
+		{"stray quote", PlainLoginModule + ` required password=hunter "2xq";`, "2xq", []string{"option 2 of " + PlainLoginModule + " has no '=value'"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseJAAS(tc.in)
@@ -258,6 +266,15 @@ func TestOAuthBearerMessage(t *testing.T) {
 		{Value: "x", Expiry: time.Now().Add(-time.Second)},
 		{Value: "x", Extensions: map[string]string{"auth": "v"}},
 		{Value: "x", Extensions: map[string]string{"bad-key": "v"}},
+		// What Java's client refuses, and a broker refuses as invalid
+		// credentials: an empty or non-ASCII extension value, a token
+		// outside RFC 6750's b64token (quotes left on, non-ASCII).
+		{Value: "x", Extensions: map[string]string{"identityPoolId": ""}},
+		{Value: "x", Extensions: map[string]string{"identityPoolId": "poolé"}},
+		{Value: "x", Extensions: map[string]string{"identityPoolId": "a\x00b"}},
+		{Value: `"eyJ.a.b"`},
+		{Value: "tök"},
+		{Value: "a=b"},
 	} {
 		m := OAuthBearer{Source: func(context.Context) (Token, error) { return bad, nil }}
 		if _, _, err := m.Start(context.Background()); err == nil {
@@ -304,5 +321,26 @@ func TestUnsecuredToken(t *testing.T) {
 	}
 	if _, err := UnsecuredToken(map[string]string{}, now); err == nil || !strings.Contains(err.Error(), "unsecuredLoginStringClaim_sub") {
 		t.Errorf("no sub claim: %v", err)
+	}
+	// Extensions are checked when the token is made, as Java's handler
+	// checks them at login (so Config.Validate finds them).
+	for _, bad := range []string{"unsecuredLoginExtension_trace_id", "unsecuredLoginExtension_auth"} {
+		if _, err := UnsecuredToken(map[string]string{"unsecuredLoginStringClaim_sub": "a", bad: "v"}, now); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	if _, err := UnsecuredToken(map[string]string{"unsecuredLoginStringClaim_sub": "a", "unsecuredLoginExtension_x": ""}, now); err == nil {
+		t.Error("an empty extension value accepted")
+	}
+	// An empty list claim is [], as in Java, not null.
+	for _, v := range []string{"", ","} {
+		tok, err := UnsecuredToken(map[string]string{"unsecuredLoginStringClaim_sub": "a", "unsecuredLoginListClaim_scope": v}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok.Value, ".")[1])
+		if !strings.Contains(string(body), `"scope":[]`) {
+			t.Errorf("list claim %q: %s, want \"scope\":[]", v, body)
+		}
 	}
 }
