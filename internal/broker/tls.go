@@ -74,8 +74,8 @@ func tlsError(ctx context.Context, serverName string, err error) error {
 			return fmt.Errorf("%w: the broker's certificate lists no subject alternative name (SAN), only CN %q, and kprod checks host names against SANs only (the Java client also accepts the CN): reissue the certificate with %q as a DNS or IP SAN (%v)",
 				kerr.ErrTLS, hostErr.Certificate.Subject.CommonName, serverName, err)
 		}
-		return fmt.Errorf("%w: the broker's certificate is not for %q, it is for %s: connect to the broker by a name the certificate lists, or set ssl.endpoint.identification.algorithm to empty to skip the host name check (%v)",
-			kerr.ErrTLS, serverName, strings.Join(names, ", "), err)
+		return fmt.Errorf("%w: the broker's certificate is not for %q, it is for %s: connect to the broker by a name the certificate lists (check the broker's advertised.listeners), or reissue the certificate with %q as a SAN; an empty ssl.endpoint.identification.algorithm skips the check, but lets anyone with a certificate from the same CA pose as the broker: for tests only (%v)",
+			kerr.ErrTLS, serverName, strings.Join(names, ", "), serverName, err)
 	case errors.As(err, &authErr):
 		issuer := "unknown"
 		if authErr.Cert != nil {
