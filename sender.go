@@ -680,7 +680,7 @@ func (s *sender) retryOrFail(b *batch, now time.Time, cause error, retriable boo
 	switch {
 	case isClosed(s.force):
 		b.aborted = true
-		s.complete(b, -1, -1, -1, fmt.Errorf("%w: the producer was closed before the broker acknowledged it (last error: %w)", kerr.ErrAborted, cause))
+		s.complete(b, -1, -1, -1, fmt.Errorf("%w: the producer was closed before the broker acknowledged it, which may have written it (last error: %v)", kerr.ErrAborted, cause))
 	case !retriable:
 		s.complete(b, -1, -1, -1, cause)
 	case now.Sub(b.created) >= p.cfg.DeliveryTimeout && s.olderQueued(b):
