@@ -73,6 +73,10 @@ type topicState struct {
 	// splitWarned is when a split of one of the topic's batches was last
 	// logged as a warning (split.go); sender goroutine only.
 	splitWarned time.Time
+	// tooLarge records attempts the brokers refused as too large: the
+	// earliest sent, and the smallest (split.go, sender.maySplit).
+	// Sender goroutine only.
+	tooLarge struct{ earliest, smallest refusal }
 
 	// ratio is the topic's estimated compression ratio (float32 bits;
 	// 0 until the first compressed batch is sealed, which means 1): the
@@ -245,9 +249,10 @@ type batch struct {
 	inFlight    bool // in a request not yet answered
 	completed   bool // callbacks have run
 	acked       bool // idempotence: counted as acknowledged; its callbacks wait (sender.succeed)
-	// maybeWritten: an attempt ended without saying the batch was not
-	// written (the request failed, REQUEST_TIMED_OUT, ...): not split then.
-	maybeWritten bool
+	// maybeWrittenAt: when the first attempt that ended without saying
+	// the batch was not written (the request failed, REQUEST_TIMED_OUT,
+	// ...) was sent; zero if none did. See sender.maySplit.
+	maybeWrittenAt time.Time
 	// parent is the batch this one is a part of (split.go); outstanding
 	// counts the parts of a split batch not yet complete. A split batch
 	// stays incomplete, for Flush, until its last part completes.

@@ -467,7 +467,7 @@ func (s *sender) handle(r *produceResult) {
 		// The request as a whole failed: network, timeout, version.
 		p.cl.RequestRefresh()
 		for _, b := range r.batches {
-			b.maybeWritten = true // the broker may have written it before the request failed
+			b.mayHaveBeenWritten(r.sentAt) // the broker may have written it before the request failed
 			s.retryOrFail(b, now, r.err, kerr.IsRetriable(r.err))
 		}
 		return
@@ -529,8 +529,11 @@ func (s *sender) handle(r *produceResult) {
 			// and the epoch bump that follows would write them again. It
 			// fails as too large instead (Java splits it, and writes it
 			// twice).
+			if be.Code == kerr.MessageTooLarge.Code {
+				b.q.topic.refusedTooLarge(refusal{sentAt: r.sentAt, size: len(b.wire)})
+			}
 			if be.Code == kerr.MessageTooLarge.Code && len(b.recs) > 1 && !b.completed && !isClosed(s.force) {
-				if !s.idemOn || !b.maybeWritten {
+				if s.maySplit(b) {
 					s.splitTooLarge(b, err) // the batch is too large, not its records
 					continue
 				}
@@ -538,7 +541,7 @@ func (s *sender) handle(r *produceResult) {
 				continue
 			}
 			if be.Code == kerr.RequestTimedOut.Code || be.Code == kerr.NotEnoughReplicasAfterAppend.Code {
-				b.maybeWritten = true // the leader wrote it, then could not say it was replicated
+				b.mayHaveBeenWritten(r.sentAt) // the leader wrote it, then could not say it was replicated
 			}
 			if leaderMoved(be) {
 				if h, ok := leaderHint(name, &rp); ok {

@@ -27,10 +27,59 @@ import (
 // of sequence numbers (the broker wrote nothing of it, so the range is
 // still free) and its place among the partition's unacknowledged batches.
 // An idempotent batch an earlier attempt of which may have been written
-// (batch.maybeWritten) is not split but fails: the broker would refuse its
+// (batch.maybeWrittenAt) is split only if that attempt must have been
+// refused as too large too (sender.maySplit); else it fails: if it was
+// written (the topic's limit lowered since), the broker would refuse the
 // parts as out of order, and after the epoch bump write them again.
 // The batch itself stays incomplete, for Flush, until its last part is
 // complete; its records get their callbacks from the parts.
+
+// refusal is an attempt the brokers refused as too large: when it was
+// sent, and the size of its batch.
+type refusal struct {
+	sentAt time.Time
+	size   int
+}
+
+// refusedTooLarge records a MESSAGE_TOO_LARGE answer for the topic.
+func (t *topicState) refusedTooLarge(r refusal) {
+	tl := &t.tooLarge
+	if tl.earliest.sentAt.IsZero() || r.sentAt.Before(tl.earliest.sentAt) {
+		tl.earliest = r
+	}
+	if tl.smallest.sentAt.IsZero() || r.size < tl.smallest.size || r.size == tl.smallest.size && r.sentAt.Before(tl.smallest.sentAt) {
+		tl.smallest = r
+	}
+}
+
+// mayHaveBeenWritten records that an attempt of b sent at sentAt ended
+// without saying that b was not written.
+func (b *batch) mayHaveBeenWritten(sentAt time.Time) {
+	if b.maybeWrittenAt.IsZero() || sentAt.Before(b.maybeWrittenAt) {
+		b.maybeWrittenAt = sentAt
+	}
+}
+
+// maySplit reports whether b, refused as too large, may be split: always
+// without idempotence, or when no attempt of it may have been written;
+// else only when the topic refused a batch no larger than b that was sent
+// before the first attempt of b that may have been written. The topic's
+// limit was then already below b's size, so that attempt was refused too
+// and nothing of b is in the log (unless the limit was raised and lowered
+// again meanwhile). So a batch.size above the topic's max.message.bytes
+// costs nothing after a timeout, while a batch that may have been written
+// before the limit was lowered still fails rather than be written twice.
+func (s *sender) maySplit(b *batch) bool {
+	if !s.idemOn || b.maybeWrittenAt.IsZero() {
+		return true
+	}
+	for _, r := range [...]refusal{b.q.topic.tooLarge.earliest, b.q.topic.tooLarge.smallest} {
+		if !r.sentAt.IsZero() && r.sentAt.Before(b.maybeWrittenAt) && r.size <= len(b.wire) {
+			return true
+		}
+	}
+	return false
+}
 
 // splitTooLarge splits b, which the broker refused as too large and which
 // holds more than one record, and puts its two parts at the front of its

@@ -205,3 +205,39 @@ func TestSplitNotAfterMaybeWritten(t *testing.T) {
 		t.Errorf("%d distinct records in the log, want %d", len(seen), 1+n+5)
 	}
 }
+
+// With idempotence, a batch whose earlier attempt may have been written
+// is still split when the topic had refused a batch no larger than it
+// before that attempt: the limit was already below its size, so that
+// attempt was refused too (batch.size above the topic's max.message.bytes,
+// then a timeout). Every record is written, once.
+func TestSplitAfterMaybeWrittenWhenTheLimitWasKnown(t *testing.T) {
+	c := newSmallMessageFake(t, 3000)
+	p := newTestProducer(t, splitConfig(c))
+	ctx := ctxT(t, 30*time.Second)
+	// A batch refused as too large, and split: the topic's limit is known
+	// to be below it.
+	_, first := sendNumbered(t, p, 10, 450)
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, failed := first.errCount(); failed != 0 {
+		t.Fatalf("the first oversized batch: %d ok, %d failed (%v)", ok, failed, firstErr(first))
+	}
+	// The next one's first attempt times out (may have been written);
+	// its retry is refused as too large, as its first attempt was.
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.RequestTimedOut})
+	recs, o := sendNumbered(t, p, 10, 500)
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, failed := o.errCount(); failed != 0 {
+		t.Fatalf("%d ok, %d failed (%v): the batch was not split", ok, failed, firstErr(o))
+	}
+	seen := readTopic(t, c.ListenAddrs(), "t", false, 500*time.Millisecond, func(m map[string]int) bool { return len(m) >= 20 })
+	for _, r := range recs {
+		if k := seen[string(r.Value)]; k != 1 {
+			t.Errorf("%.10q written %d times", r.Value, k)
+		}
+	}
+}
