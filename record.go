@@ -16,9 +16,8 @@ type Header = recbatch.Header
 //
 // The record, its key, value and headers must not be changed from Send
 // until its callback has run: kprod encodes the record into its batch
-// during Send, but the callback receives this same *Record, and a batch
-// the broker refuses as too large is encoded again, in parts, from the
-// records (Java's split reads its own copy instead).
+// during Send (and a batch split after MESSAGE_TOO_LARGE is read back
+// from those bytes), but the callback receives this same *Record.
 type Record struct {
 	Topic string
 

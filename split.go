@@ -87,8 +87,20 @@ func (s *sender) maySplit(b *batch) bool {
 func (s *sender) splitTooLarge(b *batch, cause error) {
 	p := s.p
 	q := b.q
-	cut := splitPoint(b.recs)
-	parts := [2]*batch{s.splitPart(b, b.recs[:cut]), s.splitPart(b, b.recs[cut:])}
+	// The parts are encoded from the batch's own bytes, as Java's split
+	// reads its own records: what the callers' slices hold now does not
+	// matter.
+	enc, err := b.bld.Records(nil)
+	if err != nil {
+		// Not expected: the batch is ours. The records themselves then.
+		p.log.Error("reading back a batch to split it failed; encoding its parts from the records", "topic", q.topic.name, "partition", q.partition, "err", err)
+		enc = enc[:0]
+		for _, pr := range b.recs {
+			enc = append(enc, recbatch.DecodedRecord{TimestampMs: pr.rec.Timestamp.UnixMilli(), Key: pr.rec.Key, Value: pr.rec.Value, Headers: pr.rec.Headers})
+		}
+	}
+	cut := splitPoint(enc)
+	parts := [2]*batch{s.splitPart(b, b.recs[:cut], enc[:cut]), s.splitPart(b, b.recs[cut:], enc[cut:])}
 	if b.parent != nil {
 		q.splitting-- // b becomes its two parts
 	}
@@ -144,14 +156,14 @@ func (s *sender) splitTooLarge(b *batch, cause error) {
 
 // splitPoint is where to cut recs so that each part holds about half of
 // the record bytes and at least one record.
-func splitPoint(recs []pending) int {
+func splitPoint(recs []recbatch.DecodedRecord) int {
 	total := 0
-	for _, pr := range recs {
-		total += recordBytes(pr.rec)
+	for i := range recs {
+		total += decodedBytes(&recs[i])
 	}
 	sum := 0
-	for i, pr := range recs[:len(recs)-1] {
-		sum += recordBytes(pr.rec)
+	for i := range recs[:len(recs)-1] {
+		sum += decodedBytes(&recs[i])
 		if 2*sum >= total {
 			return i + 1
 		}
@@ -159,24 +171,28 @@ func splitPoint(recs []pending) int {
 	return len(recs) - 1
 }
 
-func recordBytes(r *Record) int { return recbatch.RecordSize(0, 0, r.Key, r.Value, r.Headers) }
+func decodedBytes(r *recbatch.DecodedRecord) int {
+	return recbatch.RecordSize(0, 0, r.Key, r.Value, r.Headers)
+}
 
-// splitPart builds one part of a split batch from recs, encoded anew from
-// the records themselves, in a buffer of its own.
-func (s *sender) splitPart(parent *batch, recs []pending) *batch {
+// splitPart builds one part of a split batch, in a buffer of its own,
+// from recs (for the callbacks) and enc, the same records as the batch
+// held them encoded.
+func (s *sender) splitPart(parent *batch, recs []pending, enc []recbatch.DecodedRecord) *batch {
 	size := recbatch.HeaderSize
-	for _, pr := range recs {
-		size += recordBytes(pr.rec)
+	for i := range enc {
+		size += decodedBytes(&enc[i])
 	}
 	// The part takes its batch's id: q.nextID belongs to the appenders
 	// (it is read and written under q.mu), and requeue orders by id.
 	c := newBatch(parent.q, parent.id, 0, len(recs))
 	c.created, c.parent = parent.created, parent
 	c.full = true
-	c.bld.Reset(make([]byte, 0, size), recs[0].rec.Timestamp.UnixMilli())
-	for _, pr := range recs {
-		c.bld.Append(pr.rec.Timestamp.UnixMilli(), pr.rec.Key, pr.rec.Value, pr.rec.Headers)
-		n := recordBytes(pr.rec)
+	c.bld.Reset(make([]byte, 0, size), enc[0].TimestampMs)
+	for i := range enc {
+		r := &enc[i]
+		c.bld.Append(r.TimestampMs, r.Key, r.Value, r.Headers)
+		n := decodedBytes(r)
 		c.maxRecSize = max(c.maxRecSize, n)
 		c.sumRecSize += n
 	}

@@ -3,6 +3,7 @@ package kprod
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -239,5 +240,46 @@ func TestSplitAfterMaybeWrittenWhenTheLimitWasKnown(t *testing.T) {
 		if k := seen[string(r.Value)]; k != 1 {
 			t.Errorf("%.10q written %d times", r.Value, k)
 		}
+	}
+}
+
+// The parts of a split batch hold what was encoded at Send, as Java's
+// split reads its own records: a caller that reuses a value's buffer
+// once Send has returned does not change what is written.
+func TestSplitEncodesWhatWasSent(t *testing.T) {
+	for _, codec := range []string{"none", "lz4", "zstd"} {
+		t.Run(codec, func(t *testing.T) {
+			c := newSmallMessageFake(t, 2000)
+			cfg := splitConfig(c)
+			cfg.CompressionType = codec
+			p := newTestProducer(t, cfg)
+			o := newOutcomes(t)
+			const n = 100
+			buf := make([]byte, 100)
+			sent := make([]string, n)
+			for i := range n {
+				// Random enough not to compress below the limit.
+				v := fmt.Appendf(nil, "%d:%x", i, sha256.Sum256(fmt.Append(nil, i)))
+				sent[i] = string(v)
+				r := (&Record{Topic: "t", Value: buf[:copy(buf, v):len(v)]}).ToPartition(0)
+				p.Send(context.Background(), r, o.cb())
+				copy(buf, bytes.Repeat([]byte{'Z'}, len(buf))) // reused once Send returned
+			}
+			if err := p.Flush(ctxT(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if ok, failed := o.errCount(); failed != 0 {
+				t.Fatalf("%d ok, %d failed (%v)", ok, failed, firstErr(o))
+			}
+			if p.Metrics().BatchSplitTotal == 0 {
+				t.Fatal("no batch was split")
+			}
+			seen := readTopic(t, c.ListenAddrs(), "t", false, 500*time.Millisecond, func(m map[string]int) bool { return len(m) >= n })
+			for _, v := range sent {
+				if seen[v] != 1 {
+					t.Fatalf("%.12q in the log %d times; %d distinct values", v, seen[v], len(seen))
+				}
+			}
+		})
 	}
 }

@@ -16,11 +16,11 @@ import (
 // more than the Decompressor's limit.
 var ErrDecompressLimit = errors.New("recbatch: decompressed size exceeds limit")
 
-// Decompressor undoes Compressor, for any codec. The producer itself never
-// decompresses; this exists so tests and fuzzers can check what we send
-// against independent decoders, and so a decompression bomb or a malformed
-// stream is an error, never a panic or an unbounded allocation. It is safe
-// for concurrent use.
+// Decompressor undoes Compressor, for any codec. The producer decompresses
+// only to split a batch the broker refused as too large (Builder.Records);
+// this also lets tests and fuzzers check what we send against independent
+// decoders, and a decompression bomb or a malformed stream is an error,
+// never a panic or an unbounded allocation. It is safe for concurrent use.
 type Decompressor struct {
 	limit int
 	gz    freeList[*gzipDecoder]

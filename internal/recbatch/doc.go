@@ -43,6 +43,8 @@
 // snappy-java stream framing (SnappyOutputStream, 32 KiB blocks), lz4 uses
 // the LZ4 frame format with the flags Kafka's Lz4BlockOutputStream writes
 // (64 KiB independent blocks, no checksums), and zstd is a standard zstd
-// frame. The Decompressor is the inverse, for tests and fuzzing; it is written
-// to reject malformed input with an error, never a panic.
+// frame. The Decompressor is the inverse, for tests and fuzzing, and for
+// Builder.Records (a batch split after MESSAGE_TOO_LARGE is read back from
+// its own bytes); it is written to reject malformed input with an error,
+// never a panic.
 package recbatch
