@@ -53,7 +53,13 @@ type runResult struct {
 	CPUPerMRec float64 `json:"cpu_s_per_1m"`      // ProcCPUSec per million records sent (warm-up included)
 	MaxRSSMiB  float64 `json:"max_rss_mib"`       // peak VmHWM of the process
 	OnBroker   int64   `json:"records_on_broker"` // sum of the topic's end offsets; -1 if unknown
-	Err        string  `json:"error,omitempty"`
+	// BrokerCPUPerMRec is the kfake process's user+sys CPU while the
+	// client's process ran, per million records sent (warm-up
+	// included): client and broker share the machine's cores, so a
+	// client's rate also depends on what its batches cost the broker.
+	// kfake only (0 otherwise).
+	BrokerCPUPerMRec float64 `json:"broker_cpu_s_per_1m,omitempty"`
+	Err              string  `json:"error,omitempty"`
 }
 
 // summary is the medians of one client's successful runs.
@@ -70,8 +76,10 @@ type summary struct {
 	MaxMs      float64 `json:"max_ms"`
 	CPUPerMRec float64 `json:"cpu_s_per_1m"`
 	MaxRSSMiB  float64 `json:"max_rss_mib"`
-	RateRatio  float64 `json:"records_per_s_vs_baseline,omitempty"`
-	CPURatio   float64 `json:"cpu_per_record_vs_baseline,omitempty"`
+	// BrokerCPUPerMRec: see runResult (kfake only).
+	BrokerCPUPerMRec float64 `json:"broker_cpu_s_per_1m,omitempty"`
+	RateRatio        float64 `json:"records_per_s_vs_baseline,omitempty"`
+	CPURatio         float64 `json:"cpu_per_record_vs_baseline,omitempty"`
 	// OwnCPURatio is CPURatio with the harness row's CPU (the Go
 	// worker's own work per record) taken from both sides: the Go
 	// clients' own CPU per record against franz-go's. Only when the
@@ -317,10 +325,10 @@ func (t *target) warmBrokers(o *options) error {
 	}
 	defer cl.Close()
 	start := time.Now()
-	val := payload(100)
+	vals := newPayloads(100)
 	var firstErr atomic.Value
 	for range o.brokerWarmup {
-		cl.Produce(ctx, &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, &kgo.Record{Value: vals.next()}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				firstErr.CompareAndSwap(nil, err)
 			}
@@ -437,10 +445,18 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 	cmd.WaitDelay = 5 * time.Second
 	var runErr error
 	peak := new(atomic.Int64)
+	var brokerCPU0 time.Duration
+	if t.kfake != nil {
+		brokerCPU0 = procCPU(t.kfake.cmd.Process.Pid)
+	}
 	if runErr = cmd.Start(); runErr == nil {
 		stopWatch := watchHWM(cmd.Process.Pid, peak)
 		runErr = cmd.Wait()
 		stopWatch()
+	}
+	var brokerCPU time.Duration
+	if t.kfake != nil {
+		brokerCPU = procCPU(t.kfake.cmd.Process.Pid) - brokerCPU0
 	}
 	if ps := cmd.ProcessState; ps != nil {
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
@@ -479,6 +495,7 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 	res.workerResult = *wr
 	res.MaxRSSMiB = max(res.MaxRSSMiB, float64(wr.PeakRSSKiB)/1024)
 	res.CPUPerMRec = res.ProcCPUSec / (float64(o.records+o.warmup) / 1e6)
+	res.BrokerCPUPerMRec = brokerCPU.Seconds() / (float64(o.records+o.warmup) / 1e6)
 	vctx, vcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer vcancel()
 	if n, err := topicRecords(vctx, t, topic); err == nil {
@@ -487,9 +504,44 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 	if res.Failed > 0 {
 		res.Err = fmt.Sprintf("%d records failed: %s", res.Failed, res.FirstError)
 	}
-	logf("  run %d %-9s %9.0f rec/s %7.1f MiB/s  p50 %7.2f ms  p99 %7.2f ms  max %7.1f ms  cpu %5.2f s/1M  rss %6.1f MiB  on broker %d%s",
-		run+1, client, res.RecPerSec, res.MiBPerSec, res.P50Ms, res.P99Ms, res.MaxMs, res.CPUPerMRec, res.MaxRSSMiB, res.OnBroker, errSuffix(res.Err))
+	broker := ""
+	if t.kfake != nil {
+		broker = fmt.Sprintf("  kfake cpu %5.2f s/1M", res.BrokerCPUPerMRec)
+	}
+	logf("  run %d %-9s %9.0f rec/s %7.1f MiB/s  p50 %7.2f ms  p99 %7.2f ms  max %7.1f ms  cpu %5.2f s/1M%s  rss %6.1f MiB  on broker %d%s",
+		run+1, client, res.RecPerSec, res.MiBPerSec, res.P50Ms, res.P99Ms, res.MaxMs, res.CPUPerMRec, broker, res.MaxRSSMiB, res.OnBroker, errSuffix(res.Err))
 	return res
+}
+
+// procCPU is the user+sys CPU time of process pid so far (0 if it cannot
+// be read), from /proc/PID/stat: utime and stime are its 14th and 15th
+// fields, in clock ticks (USER_HZ, 100 on Linux).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	return statCPU(string(b))
+}
+
+func statCPU(stat string) time.Duration {
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// the fields counted from after its closing parenthesis.
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	const userHZ = 100
+	return time.Duration(utime+stime) * time.Second / userHZ
 }
 
 // watchHWM samples the child's VmHWM (its peak resident set) every 50 ms
@@ -636,6 +688,7 @@ func summarize(t *target, cfg config, client string, runs []runResult, sent int)
 	s.MaxMs = med(func(r runResult) float64 { return r.MaxMs })
 	s.CPUPerMRec = med(func(r runResult) float64 { return r.CPUPerMRec })
 	s.MaxRSSMiB = med(func(r runResult) float64 { return r.MaxRSSMiB })
+	s.BrokerCPUPerMRec = med(func(r runResult) float64 { return r.BrokerCPUPerMRec })
 	last := ok[len(ok)-1]
 	s.Idempotent, s.Notes, s.Version = last.Idempotent, last.Notes, last.Version
 	for _, r := range ok {

@@ -9,6 +9,7 @@ require (
 	github.com/IBM/sarama v1.61.1
 	github.com/confluentinc/confluent-kafka-go/v2 v2.11.1
 	github.com/kprod/kprod v0.0.0
+	github.com/pierrec/lz4/v4 v4.1.33
 	github.com/segmentio/kafka-go v0.4.51
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
@@ -26,7 +27,6 @@ require (
 	github.com/jcmturner/gokrb5/v8 v8.4.4 // indirect
 	github.com/jcmturner/rpc/v2 v2.0.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
-	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/rcrowley/go-metrics v0.0.0-20250401214520-65e299d6c5c9 // indirect
 	github.com/xdg-go/scram v1.4.0 // indirect
 	github.com/xdg-go/stringprep v1.0.4 // indirect

@@ -138,15 +138,39 @@ type workerResult struct {
 	clientInfo
 }
 
-// payload is one value reused for every record, random upper-case letters
-// as ProducerPerformance makes them, so that lz4 sees the same data.
-func payload(n int) []byte {
+// payloads gives each record its own value of random upper-case letters,
+// as ProducerPerformance makes a fresh one for every record (Java
+// serializes it at send, so it can reuse its array; the Go clients keep a
+// record's slice until it is in a batch, so values are never rewritten
+// here). A value is a window at a random place in payloadPool bytes of
+// letters: two records' windows in one 64 KiB lz4 block rarely overlap
+// (about 1% of a batch's bytes with 100 B values), so compression sees
+// data about as incompressible as Java's, and no client gets a value it
+// saw before. One value repeated for every record, as this tool used to
+// send, compressed about 80:1 with lz4, which measured the data, not the
+// clients.
+type payloads struct {
+	pool []byte
+	size int
+	r    *rand.Rand
+}
+
+const payloadPool = 4 << 20
+
+func newPayloads(size int) *payloads {
 	r := rand.New(rand.NewPCG(1, 2))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte('A' + r.IntN(26))
+	pool := make([]byte, max(payloadPool, 2*size))
+	for i := range pool {
+		pool[i] = byte('A' + r.IntN(26))
 	}
-	return b
+	return &payloads{pool: pool, size: size, r: r}
+}
+
+// next is the value of the next record: read-only, shared with nobody
+// else at the same offset only by chance.
+func (p *payloads) next() []byte {
+	off := p.r.IntN(len(p.pool) - p.size + 1)
+	return p.pool[off : off+p.size : off+p.size]
 }
 
 func runWorker(o *options) error {
@@ -175,7 +199,7 @@ func runWorker(o *options) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	val := payload(o.size)
+	vals := newPayloads(o.size)
 
 	send := func(n int, rate float64) error {
 		start := time.Now()
@@ -196,7 +220,7 @@ func runWorker(o *options) error {
 				}
 			}
 			a.pending.Add(1)
-			if err := p.produce(ctx, val, sent); err != nil {
+			if err := p.produce(ctx, vals.next(), sent); err != nil {
 				return fmt.Errorf("record %d: %w", i, err)
 			}
 		}
