@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kprod/kprod/internal/broker"
 	"github.com/kprod/kprod/kerr"
 )
 
@@ -93,9 +94,16 @@ type txnManager struct {
 	// Java client does): capacity 1, held across one operation's retries.
 	sem chan struct{}
 	// late is the last coordinator request given up on while on the wire
-	// (its ctx ended), closed once it is over there; guarded by sem. The
-	// next request waits for it (awaitLate).
-	late <-chan struct{}
+	// (its ctx ended): it yields the request's outcome once it is over
+	// there; lateOp and lateGen say which request, of which transaction.
+	// Guarded by sem. The next request waits for it (awaitLate); a retry
+	// of the same request in the same transaction takes its answer as
+	// its own (Java's retried commit or abort awaits the first one's
+	// result), so that a commit that went through is not sent again,
+	// where a newer producer could have fenced it meanwhile.
+	late    <-chan broker.Late
+	lateOp  string
+	lateGen uint64
 	// acquiring counts the callers waiting in acquire (tests wait for a
 	// caller to get there).
 	acquiring atomic.Int32
@@ -118,9 +126,14 @@ type txnManager struct {
 	// round's snapshot.
 	gen     atomic.Uint64
 	started bool // the coordinator has the transaction: something was added (v1) or sent (v2)
-	begun   time.Time
-	bump    bool // abort must bump the epoch (v1): a batch with a sequence failed
-	endSent bool // EndTxn(commit) was sent: only a retried commit can learn the outcome
+	// maybeStarted (v1): an AddPartitionsToTxn or AddOffsetsToTxn went
+	// out, so the coordinator may have the transaction even if no answer
+	// said so (lost, or the call gave up): without started, the abort
+	// bumps the epoch.
+	maybeStarted bool
+	begun        time.Time
+	bump         bool // abort must bump the epoch (v1): a batch with a sequence failed
+	endSent      bool // EndTxn(commit) was sent: only a retried commit can learn the outcome
 	// aborted: the coordinator has aborted the transaction and we hold
 	// its current epoch (recoverFenced); the abort has nothing left to
 	// ask of it.
@@ -400,7 +413,7 @@ func (p *Producer) BeginTransaction() (err error) {
 	}
 	t.state = txnInTransaction
 	t.gen.Add(1)
-	t.started, t.begun, t.bump, t.endSent, t.aborted = false, time.Time{}, false, false, false
+	t.started, t.maybeStarted, t.begun, t.bump, t.endSent, t.aborted = false, false, time.Time{}, false, false, false
 	return nil
 }
 
@@ -556,7 +569,11 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[str
 // AbortTransaction. ErrFatal (ErrProducerFenced) means the transaction did
 // not commit and the producer must be closed. If ctx ends first, the
 // outcome is not known yet: call CommitTransaction again (or, if its
-// EndTxn was not sent yet, AbortTransaction).
+// EndTxn was not sent yet, AbortTransaction). The call again takes the
+// answer to the EndTxn already sent, if one came, as Java's does; only
+// if that answer was lost (its connection failed) is EndTxn sent again,
+// and then a producer fenced meanwhile by a newer one learns only that
+// it is fenced, not whether the commit had gone through.
 func (p *Producer) CommitTransaction(ctx context.Context) (err error) {
 	defer timeCall(&p.metrics.txnCommitNs, time.Now(), &err)
 	t, err := p.txnOrErr("CommitTransaction")
@@ -697,7 +714,7 @@ func (t *txnManager) abort(ctx context.Context, gen uint64) error {
 		t.mu.Unlock()
 		return err
 	}
-	started, bump, v2, done := t.started, t.bump, t.v2, t.aborted
+	started, maybeStarted, bump, v2, done := t.started, t.maybeStarted, t.bump, t.v2, t.aborted
 	// The coordinator does not know our producer id any more: EndTxn
 	// cannot succeed, and only InitProducerId (which then hands out a new
 	// id) lets the next transaction begin, as in Java.
@@ -705,6 +722,13 @@ func (t *txnManager) abort(ctx context.Context, gen uint64) error {
 	t.mu.Unlock()
 	// v2 can end an empty transaction, and EndTxn bumps the epoch there:
 	// the bump a failed batch needs.
+	// v1: an add whose answer never came may have started the
+	// transaction at the coordinator, or may still reach it. EndTxn can
+	// tell neither: the epoch is bumped instead (InitProducerId below),
+	// which aborts a transaction the coordinator has open and fences a
+	// late add (Java retries the add, then sends EndTxn, and is exposed to
+	// the late one).
+	unsure := !v2 && maybeStarted && !started
 	if !done && (started || (v2 && bump)) && !lostID {
 		if err := t.endTxn(ctx, false); err != nil {
 			err = t.recoverFenced(ctx, "EndTxn(abort)", err)
@@ -727,7 +751,7 @@ func (t *txnManager) abort(ctx context.Context, gen uint64) error {
 			}
 		}
 	}
-	if !done && (lostID || (bump && !v2)) {
+	if !done && (lostID || ((bump || unsure) && !v2)) {
 		t.mu.Lock()
 		pid, epoch := t.pid, t.epoch
 		t.mu.Unlock()

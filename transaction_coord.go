@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/kprod/kprod/internal/broker"
@@ -227,12 +228,19 @@ func (t *txnManager) call(ctx context.Context, kind int8, key, op string, build 
 			lastErr, soon = err, false
 			continue
 		}
-		if err := t.awaitLate(ctx); err != nil {
+		prev, err := t.awaitLate(ctx, op)
+		if err != nil {
 			return fmt.Errorf("%s: %w (waiting for the answer to an earlier request that was cut short, so as not to overtake it)", op, err)
 		}
-		resp, late, err := br.DoTracked(ctx, req)
-		if late != nil {
-			t.late = late
+		var resp kmsg.Response
+		if prev != nil {
+			resp = prev // this very request, sent before: its answer is ours
+		} else {
+			var late <-chan broker.Late
+			resp, late, err = br.DoTracked(ctx, req)
+			if late != nil {
+				t.late, t.lateOp, t.lateGen = late, op, t.gen.Load()
+			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -272,16 +280,25 @@ func (t *txnManager) call(ctx context.Context, kind int8, key, op string, build 
 // v1 (no new epoch per transaction) a broker that does not verify the
 // transaction (KIP-890) could then keep those offsets pending into the
 // producer's next transaction. The caller holds sem.
-func (t *txnManager) awaitLate(ctx context.Context) error {
+//
+// If the request given up on was op itself, in the same transaction, and
+// it was answered, awaitLate returns that answer for the caller to take
+// as its own. Only EndTxn is taken so: an answer to a commit or an abort
+// that went through is the outcome the retry is after.
+func (t *txnManager) awaitLate(ctx context.Context, op string) (kmsg.Response, error) {
 	if t.late == nil {
-		return nil
+		return nil, nil
 	}
 	select {
-	case <-t.late:
+	case l := <-t.late:
 		t.late = nil
-		return nil
+		if l.Err == nil && l.Resp != nil && op == t.lateOp && t.lateGen == t.gen.Load() && strings.HasPrefix(op, "EndTxn") {
+			t.p.log.Debug("taking the answer to a request given up on earlier as the retry's", "request", op)
+			return l.Resp, nil
+		}
+		return nil, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
@@ -507,6 +524,9 @@ func (t *txnManager) addPartitions(ctx context.Context, parts []*partq, gen uint
 		if !wanted {
 			return nil
 		}
+		t.mu.Lock()
+		t.maybeStarted = true // it may reach the coordinator whatever we hear back
+		t.mu.Unlock()
 		req := kmsg.NewPtrAddPartitionsToTxnRequest()
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch = t.id, pid, epoch
 		for _, name := range topics {
@@ -585,6 +605,9 @@ func (t *txnManager) sendOffsets(ctx context.Context, offsets map[string]map[int
 	if !v2 {
 		op := "AddOffsetsToTxn"
 		err := t.call(ctx, coordTxn, t.id, op, func() kmsg.Request {
+			t.mu.Lock()
+			t.maybeStarted = true // it may reach the coordinator whatever we hear back
+			t.mu.Unlock()
 			req := kmsg.NewPtrAddOffsetsToTxnRequest()
 			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = t.id, pid, epoch, group.GroupID
 			return req

@@ -455,3 +455,124 @@ func TestTxnAbortKeepsCallbackOrder(t *testing.T) {
 		t.Fatalf("callbacks in the order %v, want first, second, third", order)
 	}
 }
+
+// v1: an AddPartitionsToTxn whose answer the producer gave up on
+// (request.timeout.ms) as AbortTransaction began may start the transaction
+// at the coordinator, even after the abort: the abort bumps the epoch,
+// which fences the late add, so that no transaction stays open there to
+// time out under the next one.
+func TestTxnAbortAfterUnansweredAddPartitions(t *testing.T) {
+	c := newFake(t, 3)
+	cfg := testConfig(c)
+	cfg.RequestTimeout = time.Second
+	p := beginTxn(t, c, cfg, "unanswered-add", true)
+	open, held := holdCounted(t, c, kmsg.AddPartitionsToTxn)
+	wait := sendTxn(t, p, "t", 1, 1, "x")
+	for deadline := time.Now().Add(10 * time.Second); held.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no AddPartitionsToTxn was sent")
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.AbortTransaction(ctxT(t, 30*time.Second)) }()
+	time.Sleep(1500 * time.Millisecond) // past request.timeout.ms: the producer gave up on the add
+	open()                              // and the coordinator takes it: the transaction has begun there
+	if err := <-done; err != nil {
+		t.Fatalf("AbortTransaction: %v", err)
+	}
+	for _, err := range wait() {
+		if !errors.Is(err, ErrTransactionAborted) {
+			t.Errorf("the record of the aborted transaction: %v, want ErrTransactionAborted", err)
+		}
+	}
+	if st := describeTxnState(t, c.ListenAddrs(), "unanswered-add"); st == "Ongoing" {
+		t.Errorf("after AbortTransaction the coordinator's transaction is %s", st)
+	}
+	// The next transaction is a transaction of its own.
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	sendCommit(t, ctxT(t, 30*time.Second), p, "t", 1, 3, "next")
+}
+
+// v1: SendOffsetsToTransaction cut short while its AddOffsetsToTxn was at
+// the coordinator: the abort (an epoch bump) leaves no transaction open
+// there. And when such a request never reached the coordinator (an error
+// answered it), the abort succeeds too.
+func TestTxnAbortAfterCutShortAddOffsets(t *testing.T) {
+	offs := map[string]map[int32]Offset{"t": {0: NewOffset(1)}}
+	t.Run("reached the coordinator", func(t *testing.T) {
+		c := newFake(t, 3)
+		p := beginTxn(t, c, testConfig(c), "cut-add-offsets", true)
+		open, held := holdCounted(t, c, kmsg.AddOffsetsToTxn)
+		short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if err := p.SendOffsetsToTransaction(short, offs, NewGroupMetadata("g")); !errors.Is(err, ErrTransactionAbortable) || held.Load() == 0 {
+			t.Fatalf("SendOffsetsToTransaction cut short: %v (AddOffsetsToTxn held: %d), want ErrTransactionAbortable", err, held.Load())
+		}
+		open()
+		if err := p.AbortTransaction(ctxT(t, 30*time.Second)); err != nil {
+			t.Fatalf("AbortTransaction: %v", err)
+		}
+		if st := describeTxnState(t, c.ListenAddrs(), "cut-add-offsets"); st == "Ongoing" {
+			t.Errorf("after AbortTransaction the coordinator's transaction is %s", st)
+		}
+	})
+	t.Run("never reached it", func(t *testing.T) {
+		c := newFake(t, 3)
+		p := beginTxn(t, c, testConfig(c), "refused-add-offsets", true)
+		c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.AddOffsetsToTxn}, Err: fkerr.CoordinatorLoadInProgress, Count: -1})
+		short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if err := p.SendOffsetsToTransaction(short, offs, NewGroupMetadata("g")); !errors.Is(err, ErrTransactionAbortable) {
+			t.Fatalf("SendOffsetsToTransaction cut short: %v, want ErrTransactionAbortable", err)
+		}
+		if err := p.AbortTransaction(ctxT(t, 30*time.Second)); err != nil {
+			t.Fatalf("AbortTransaction with no transaction at the coordinator: %v", err)
+		}
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A commit cut short while its EndTxn was at the coordinator, which
+// committed, then retried after a newer producer with the same
+// transactional.id fenced this one: the retry takes the first EndTxn's
+// answer as its own, as Java's retried commit awaits the same result, and
+// reports the commit that happened, not ErrProducerFenced ("did not
+// commit").
+func TestTxnRetriedCommitTakesTheFirstAnswer(t *testing.T) {
+	c := newFake(t, 3)
+	cfg := testConfig(c)
+	cfg.RequestTimeout = 20 * time.Second
+	p1 := beginTxn(t, c, cfg, "retried-commit", true)
+	open := holdRequests(t, c, kmsg.EndTxn)
+	wait := sendTxn(t, p1, "t", 3, 5, "x")
+	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := p1.CommitTransaction(short); !errors.Is(err, ErrTransactionTimeout) {
+		t.Fatalf("commit cut short: %v, want ErrTransactionTimeout", err)
+	}
+	open() // the coordinator commits; the answer reaches no caller yet
+	if errs := wait(); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+	p1.txn.mu.Lock()
+	pid, epoch := p1.txn.pid, p1.txn.epoch
+	p1.txn.mu.Unlock()
+	p2 := newTxnProducer(t, cfg, "retried-commit", true)
+	if err := p2.InitTransactions(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// The fenced epoch, as Kafka answers it (kfake takes any older one).
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Err: fkerr.ProducerFenced, Count: -1, TopLevel: true,
+		When: func(r kmsg.Request) bool {
+			ir := r.(*kmsg.InitProducerIDRequest)
+			return ir.ProducerID == pid && ir.ProducerEpoch == epoch
+		}})
+	if err := p1.CommitTransaction(ctxT(t, 30*time.Second)); err != nil {
+		t.Errorf("the retried commit of a transaction that committed: %v", err)
+	}
+	checkTxnVisibility(t, c.ListenAddrs(), "t", []string{"x"}, 15)
+}

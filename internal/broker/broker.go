@@ -183,7 +183,7 @@ func (b *Broker) DoNow(ctx context.Context, req kmsg.Request) (kmsg.Response, er
 }
 
 // DoTracked is Do with Conn.DoTracked's channel for a request given up on.
-func (b *Broker) DoTracked(ctx context.Context, req kmsg.Request) (kmsg.Response, <-chan struct{}, error) {
+func (b *Broker) DoTracked(ctx context.Context, req kmsg.Request) (kmsg.Response, <-chan Late, error) {
 	c, err := b.Connect(ctx)
 	if err != nil {
 		return nil, nil, err

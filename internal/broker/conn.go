@@ -342,12 +342,21 @@ func (c *Conn) Do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) 
 	return resp, err
 }
 
-// DoTracked is Do that also says when a request it gave up on is over:
-// if ctx ended after req was handed to the connection, it returns ctx's
-// error and a channel that is closed once the request is answered, times
-// out or fails with its connection (within request.timeout.ms). A caller
-// whose next request must not overtake this one waits for it first.
-func (c *Conn) DoTracked(ctx context.Context, req kmsg.Request) (resp kmsg.Response, late <-chan struct{}, err error) {
+// Late is the outcome of a request that DoTracked gave up on: its
+// response, or the error that ended it.
+type Late struct {
+	Resp kmsg.Response
+	Err  error
+}
+
+// DoTracked is Do that also says how a request it gave up on ended: if
+// ctx ended after req was handed to the connection, it returns ctx's
+// error and a channel that yields, once, the request's response or the
+// error that ended it (a timeout, its connection failing; within
+// request.timeout.ms). A caller whose next request must not overtake this
+// one waits for it first; one that retries the request may take its
+// answer instead (as Java's retried commit awaits the first one's).
+func (c *Conn) DoTracked(ctx context.Context, req kmsg.Request) (resp kmsg.Response, late <-chan Late, err error) {
 	select {
 	case c.slots <- struct{}{}:
 	case <-c.done:
@@ -355,20 +364,15 @@ func (c *Conn) DoTracked(ctx context.Context, req kmsg.Request) (resp kmsg.Respo
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
-	type result struct {
-		resp kmsg.Response
-		err  error
-	}
-	ch := make(chan result, 1)
-	over := make(chan struct{})
-	if err := c.enqueue(req, false, func(r kmsg.Response, err error) { ch <- result{r, err}; close(over) }); err != nil {
+	ch := make(chan Late, 1)
+	if err := c.enqueue(req, false, func(r kmsg.Response, err error) { ch <- Late{r, err} }); err != nil {
 		return nil, nil, err
 	}
 	select {
 	case r := <-ch:
-		return r.resp, nil, r.err
+		return r.Resp, nil, r.Err
 	case <-ctx.Done():
-		return nil, over, ctx.Err()
+		return nil, ch, ctx.Err()
 	}
 }
 
