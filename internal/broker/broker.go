@@ -271,7 +271,8 @@ func (b *Broker) startDialLocked() {
 		c, err := dialConn(b.ctx, b.id, b.addr, b.cfg, timeout)
 		b.mu.Lock()
 		b.dialing = nil
-		if b.closed {
+		closed := b.closed
+		if closed {
 			// Closed or retired while dialing: say so, not what the
 			// cancelled dial ran into.
 			if err == nil {
@@ -294,7 +295,7 @@ func (b *Broker) startDialLocked() {
 		b.mu.Unlock()
 		if err != nil {
 			b.cfg.Logger.Debug("dial failed", "broker", b.id, "addr", b.addr, "err", err)
-			if b.cfg.OnDisconnect != nil && !errors.Is(err, kerr.ErrClosed) {
+			if b.cfg.OnDisconnect != nil && !closed && !errors.Is(err, kerr.ErrClosed) {
 				b.cfg.OnDisconnect(b.id)
 			}
 		} else {
@@ -342,6 +343,7 @@ func (b *Broker) close(err error) {
 	b.mu.Unlock()
 	b.cancel()
 	if c != nil {
+		c.quiet.Store(true) // closed on purpose: no OnDisconnect
 		c.closeWith(err)
 	}
 	if prev != nil {

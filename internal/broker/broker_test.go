@@ -385,3 +385,78 @@ func TestIdleCloseNeverFailsAcceptedRequest(t *testing.T) {
 		t.Error("no request accepted: the test did not test anything")
 	}
 }
+
+// OnDisconnect reports a connection lost and a dial that failed (the
+// cluster then asks for new metadata, as Java's handleServerDisconnect
+// does), but not a Broker closed or retired on purpose.
+func TestOnDisconnect(t *testing.T) {
+	kc := newCluster(t)
+	addr := kc.ListenAddrs()[0]
+	var mu sync.Mutex
+	var conns []net.Conn
+	refuse := false
+	cfg := testConfig()
+	cfg.ReconnectBackoff, cfg.ReconnectBackoffMax = time.Millisecond, time.Millisecond
+	cfg.Dial = func(ctx context.Context, network, a string) (net.Conn, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			return nil, errors.New("connection refused (the test's)")
+		}
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, network, a)
+		if err == nil {
+			conns = append(conns, nc)
+		}
+		return nc, err
+	}
+	calls := make(chan int32, 16)
+	cfg.OnDisconnect = func(id int32) { calls <- id }
+	expect := func(what string, want int) {
+		t.Helper()
+		got := 0
+		for timeout := time.After(300 * time.Millisecond); ; {
+			select {
+			case <-calls:
+				got++
+				continue
+			case <-timeout:
+			}
+			break
+		}
+		if got != want {
+			t.Errorf("%s: OnDisconnect called %d times, want %d", what, got, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	b := NewBroker(7, addr, cfg)
+	if _, err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect("connected", 0)
+	mu.Lock()
+	conns[0].Close() // the connection is lost
+	refuse = true    // and the broker is gone
+	mu.Unlock()
+	expect("connection lost", 1)
+	if _, err := b.Connect(ctx); err == nil {
+		t.Fatal("Connect to a refusing broker succeeded")
+	}
+	expect("dial failed", 1)
+	b.Close()
+	expect("closed", 0)
+
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	for _, end := range []func(*Broker){(*Broker).Close, (*Broker).Retire} {
+		b := NewBroker(8, addr, cfg)
+		if _, err := b.Connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		end(b)
+		expect("closed or retired with a live connection", 0)
+	}
+}

@@ -51,8 +51,11 @@ type Conn struct {
 	mu       sync.Mutex
 	inflight map[int32]*pending // by correlation id; guarded by mu
 	dead     bool               // guarded by mu
-	err      error              // why the connection died; guarded by mu
-	diedAt   time.Time          // when it died; guarded by mu
+	// quiet: closed on purpose by its Broker (Close, Retire), so its death
+	// is not reported to Config.OnDisconnect.
+	quiet  atomic.Bool
+	err    error     // why the connection died; guarded by mu
+	diedAt time.Time // when it died; guarded by mu
 
 	corr     int32        // next correlation id; writer goroutine only
 	refs     []Ref        // a VectoredRequest's byte fields by reference; writer goroutine only
@@ -494,7 +497,7 @@ func (c *Conn) kill(err error, corr int32, cause error, onlyIdle bool) bool {
 	}
 	c.answering.Unlock()
 	close(c.failed)
-	if !onlyIdle && c.cfg.OnDisconnect != nil && !errors.Is(err, kerr.ErrClosed) {
+	if !onlyIdle && !c.quiet.Load() && c.cfg.OnDisconnect != nil && !errors.Is(err, kerr.ErrClosed) {
 		c.cfg.OnDisconnect(c.nodeID)
 	}
 	return true

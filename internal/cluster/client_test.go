@@ -910,3 +910,16 @@ func TestWaitTopicLongerThanMetadataMaxIdle(t *testing.T) {
 		t.Errorf("%d Metadata requests in %v", n, time.Since(start))
 	}
 }
+
+// Retiring the bootstrap connection after the first answer is a close on
+// purpose: it does not ask for another refresh (only a lost connection or
+// a failed dial does).
+func TestRetiredBootstrapAsksNoRefresh(t *testing.T) {
+	kc := newCluster(t)
+	log := logMetadata(kc)
+	newClient(t, testConfig(kc.ListenAddrs()[0]))
+	time.Sleep(time.Second) // the first refresh runs at once
+	if n := log.count(); n != 1 {
+		t.Errorf("%d Metadata requests in the first second, want 1", n)
+	}
+}
