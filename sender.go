@@ -530,7 +530,7 @@ func (s *sender) handle(r *produceResult) {
 			// fails as too large instead (Java splits it, and writes it
 			// twice).
 			if be.Code == kerr.MessageTooLarge.Code {
-				b.q.topic.refusedTooLarge(refusal{sentAt: r.sentAt, size: len(b.wire)})
+				b.q.topic.refusedTooLarge(refusal{answeredAt: r.doneAt, size: len(b.wire)})
 			}
 			if be.Code == kerr.MessageTooLarge.Code && len(b.recs) > 1 && !b.completed && !isClosed(s.force) {
 				if s.maySplit(b) {

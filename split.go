@@ -34,20 +34,20 @@ import (
 // The batch itself stays incomplete, for Flush, until its last part is
 // complete; its records get their callbacks from the parts.
 
-// refusal is an attempt the brokers refused as too large: when it was
-// sent, and the size of its batch.
+// refusal is an attempt the brokers refused as too large: when its
+// answer came, and the size of its batch.
 type refusal struct {
-	sentAt time.Time
-	size   int
+	answeredAt time.Time
+	size       int
 }
 
 // refusedTooLarge records a MESSAGE_TOO_LARGE answer for the topic.
 func (t *topicState) refusedTooLarge(r refusal) {
 	tl := &t.tooLarge
-	if tl.earliest.sentAt.IsZero() || r.sentAt.Before(tl.earliest.sentAt) {
+	if tl.earliest.answeredAt.IsZero() || r.answeredAt.Before(tl.earliest.answeredAt) {
 		tl.earliest = r
 	}
-	if tl.smallest.sentAt.IsZero() || r.size < tl.smallest.size || r.size == tl.smallest.size && r.sentAt.Before(tl.smallest.sentAt) {
+	if tl.smallest.answeredAt.IsZero() || r.size < tl.smallest.size || r.size == tl.smallest.size && r.answeredAt.Before(tl.smallest.answeredAt) {
 		tl.smallest = r
 	}
 }
@@ -62,11 +62,14 @@ func (b *batch) mayHaveBeenWritten(sentAt time.Time) {
 
 // maySplit reports whether b, refused as too large, may be split: always
 // without idempotence, or when no attempt of it may have been written;
-// else only when the topic refused a batch no larger than b that was sent
-// before the first attempt of b that may have been written. The topic's
-// limit was then already below b's size, so that attempt was refused too
-// and nothing of b is in the log (unless the limit was raised and lowered
-// again meanwhile). So a batch.size above the topic's max.message.bytes
+// else only when a refusal of a batch of the topic no larger than b was
+// answered before the first attempt of b that may have been written was
+// sent. The topic's limit was then already below b's size, so that
+// attempt was refused too and nothing of b is in the log (unless the
+// limit was raised and lowered again meanwhile, or a broker had not yet
+// learnt of a change of it that another had applied). The answer's time,
+// not the refused request's: a refusal sent earlier to a slow leader may
+// have been decided after b's attempt to another was written. So a batch.size above the topic's max.message.bytes
 // costs nothing after a timeout, while a batch that may have been written
 // before the limit was lowered still fails rather than be written twice.
 func (s *sender) maySplit(b *batch) bool {
@@ -74,7 +77,7 @@ func (s *sender) maySplit(b *batch) bool {
 		return true
 	}
 	for _, r := range [...]refusal{b.q.topic.tooLarge.earliest, b.q.topic.tooLarge.smallest} {
-		if !r.sentAt.IsZero() && r.sentAt.Before(b.maybeWrittenAt) && r.size <= len(b.wire) {
+		if !r.answeredAt.IsZero() && r.answeredAt.Before(b.maybeWrittenAt) && r.size <= len(b.wire) {
 			return true
 		}
 	}
