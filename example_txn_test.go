@@ -82,8 +82,8 @@ func Example_transactions() {
 		}
 		offsets := map[string]map[int32]kprod.Offset{}
 		fetches.EachRecord(func(r *kgo.Record) {
-			// A record that fails makes the commit fail, so the
-			// callback can be nil.
+			// With no callback, any record that fails makes the
+			// commit fail, so the callback can be nil here.
 			p.Send(ctx, kprod.StringRecord("out", string(r.Key), strings.ToUpper(string(r.Value))), nil)
 			if offsets[r.Topic] == nil {
 				offsets[r.Topic] = map[int32]kprod.Offset{}

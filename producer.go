@@ -159,7 +159,15 @@ func NewProducer(cfg Config) (*Producer, error) {
 // Send buffers a record for sending and returns; cb is called exactly
 // once with the record's outcome: on success with Partition, Offset and
 // Timestamp set, otherwise with an error that wraps one of the package's
-// sentinels or a *kerr.BrokerError.
+// sentinels or a *kerr.BrokerError, or, when ctx ended while Send waited,
+// ctx's error (context.Canceled, context.DeadlineExceeded).
+//
+// In a transaction, a record that fails makes CommitTransaction fail
+// (ErrTransactionAbortable), except one refused for itself
+// (ErrInvalidRecord, ErrSerialization) whose cb is not nil: the caller is
+// told, as Java's send throws for it, and the transaction's other records
+// stay committable. With a nil cb nobody would be, so that record too
+// makes the transaction abortable.
 //
 // Send blocks only while it waits for the topic's metadata or for buffer
 // memory, at most max.block.ms or until ctx ends. ctx bounds only that
@@ -183,6 +191,12 @@ func NewProducer(cfg Config) (*Producer, error) {
 // while CommitTransaction or AbortTransaction ends the transaction. cb
 // may be nil.
 func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error)) {
+	p.sendWith(ctx, r, cb, cb == nil)
+}
+
+// sendWith is Send; silent says that nobody will learn of the record's
+// failure (no callback: see txnManager.sendFailed).
+func (p *Producer) sendWith(ctx context.Context, r *Record, cb func(*Record, error), silent bool) {
 	if cb == nil {
 		cb = func(*Record, error) {}
 	}
@@ -200,7 +214,7 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error))
 			p.metrics.errors.add(time.Now(), 1)
 		}
 		if p.txn != nil {
-			p.txn.sendFailed(r, gen, err)
+			p.txn.sendFailed(r, gen, err, silent)
 		}
 		cb(r, err)
 	}
@@ -355,7 +369,7 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 			// Before appendMu is released: a commit waiting for it must
 			// find the transaction abortable, not commit without the
 			// record. (Send reports it again: a no-op then.)
-			p.txn.sendFailed(r, 0, err)
+			p.txn.sendFailed(r, 0, err, false)
 		}
 		p.txn.appendMu.RUnlock()
 	} else {

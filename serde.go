@@ -209,7 +209,8 @@ func (tp *TypedProducer[K, V]) Producer() *Producer { return tp.p }
 // and its outcome. A serializer error or panic fails only this record,
 // with a *SerializationError, on the caller's goroutine.
 func (tp *TypedProducer[K, V]) Send(ctx context.Context, r *TypedRecord[K, V], cb func(*TypedRecord[K, V], error)) {
-	if cb == nil {
+	silent := cb == nil // see Producer.Send: a transaction must not commit without it
+	if silent {
 		cb = func(*TypedRecord[K, V], error) {}
 	}
 	if r == nil {
@@ -229,10 +230,13 @@ func (tp *TypedProducer[K, V]) Send(ctx context.Context, r *TypedRecord[K, V], c
 	}
 	if err != nil {
 		rec.Key, rec.Value = nil, nil
+		if tp.p.txn != nil {
+			tp.p.txn.sendFailed(rec, 0, err, silent)
+		}
 		tp.p.failUnsent(rec, err, done)
 		return
 	}
-	tp.p.Send(ctx, rec, done)
+	tp.p.sendWith(ctx, rec, done, silent)
 }
 
 // SendSync sends a record and waits for its outcome. On success r holds

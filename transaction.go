@@ -444,7 +444,7 @@ func (t *txnManager) checkSend(topic string) (gen uint64, err error) {
 // one whose transaction gen (0: the current one) ended before it failed
 // (it waited for metadata while the transaction was committed): it never
 // joined that transaction, and the next one is not its business.
-func (t *txnManager) sendFailed(r *Record, gen uint64, err error) {
+func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 	if gen != 0 && t.gen.Load() != gen {
 		return
 	}
@@ -455,9 +455,12 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error) {
 		errors.Is(err, kerr.ErrTransactionAborted) ||
 		errorsIsAbortable(err) || errorsIsFatal(err) ||
 		// A record refused for itself, as Java's ProducerRecord and
-		// serializers refuse it before the transaction sees it: the
-		// transaction's other records stay committable.
-		errors.Is(err, kerr.ErrInvalidRecord) || errors.Is(err, kerr.ErrSerialization) {
+		// serializers refuse it before the transaction sees it (they
+		// throw from send): the transaction's other records stay
+		// committable. Only if the caller learns of it, though: with no
+		// callback (silent) nobody would, where Java's throw cannot go
+		// unseen, and the commit would go through without the record.
+		!silent && (errors.Is(err, kerr.ErrInvalidRecord) || errors.Is(err, kerr.ErrSerialization)) {
 		return
 	}
 	topic := "(no topic)"

@@ -199,7 +199,7 @@ func TestCutShortTimeoutOnlyWhenCtxEnded(t *testing.T) {
 func TestAbortedSendDoesNotFailNextTransaction(t *testing.T) {
 	c := newFake(t, 1)
 	p := beginTxn(t, c, testConfig(c), "late-failure", false)
-	p.txn.sendFailed(&Record{Topic: "t"}, 0, fmt.Errorf("stopped: %w", ErrTransactionAborted))
+	p.txn.sendFailed(&Record{Topic: "t"}, 0, fmt.Errorf("stopped: %w", ErrTransactionAborted), true)
 	if err := p.CommitTransaction(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatalf("CommitTransaction after a late failure of an aborted Send: %v", err)
 	}

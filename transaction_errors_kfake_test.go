@@ -3,6 +3,7 @@ package kprod
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -575,4 +576,35 @@ func TestTxnRetriedCommitTakesTheFirstAnswer(t *testing.T) {
 		t.Errorf("the retried commit of a transaction that committed: %v", err)
 	}
 	checkTxnVisibility(t, c.ListenAddrs(), "t", []string{"x"}, 15)
+}
+
+// A record refused for itself (ErrInvalidRecord, ErrSerialization) keeps
+// the transaction committable when its caller hears of it, as Java's send
+// throws; with no callback nobody would, and the commit would go through
+// without the record: the transaction is made abortable instead.
+func TestTxnSilentInvalidRecordMakesAbortable(t *testing.T) {
+	c := newFake(t, 3)
+	for _, tc := range []struct {
+		name string
+		send func(p *Producer)
+	}{
+		{"invalid record", func(p *Producer) { p.Send(context.Background(), (&Record{Topic: "t"}).ToPartition(-1), nil) }},
+		{"serialization", func(p *Producer) {
+			tp := NewTypedProducer(p, BytesSerializer{}, JSONSerializer[float64]{})
+			tp.Send(context.Background(), &TypedRecord[[]byte, float64]{Topic: "t", Value: math.NaN()}, nil)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := beginTxn(t, c, testConfig(c), "silent-"+strings.ReplaceAll(tc.name, " ", "-"), false)
+			wait := sendTxn(t, p, "t", 1, 2, "kept")
+			tc.send(p)
+			if err := p.CommitTransaction(ctxT(t, 30*time.Second)); !errors.Is(err, ErrTransactionAbortable) {
+				t.Fatalf("CommitTransaction after a record failed with no callback: %v, want ErrTransactionAbortable", err)
+			}
+			if err := p.AbortTransaction(ctxT(t, 30*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			wait()
+		})
+	}
 }
