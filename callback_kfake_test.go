@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kprod/kprod/kerr"
 	fkerr "github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -346,5 +347,40 @@ func TestPanickingCallbackDoesNotStopOthers(t *testing.T) {
 	}
 	if s := logs.String(); !strings.Contains(s, "callback panicked") || !strings.Contains(s, "boom") {
 		t.Errorf("the panic was not logged: %q", s)
+	}
+}
+
+// A failed record's callback gets Java's failed RecordMetadata: the
+// partition it was buffered for (-1 if it failed before, unless the
+// caller chose one), and no offset.
+func TestFailedRecordCallbackFields(t *testing.T) {
+	c := newFake(t, 3)
+	p := newTestProducer(t, testConfig(c))
+	ctx := ctxT(t, 10*time.Second)
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.TopicAuthorizationFailed})
+	r := &Record{Topic: "t", Value: []byte("x"), Partition: 99, Offset: 99}
+	err := p.SendSync(ctx, r)
+	var re *kerr.ResponseError
+	if !errors.As(err, &re) {
+		t.Fatalf("a record refused by the broker: %v, want a *kerr.ResponseError", err)
+	}
+	if r.Partition != re.Partition || r.Offset != -1 || r.LeaderEpoch != -1 {
+		t.Errorf("failed in the broker: Partition %d (the error names %d), Offset %d, LeaderEpoch %d; want the partition, -1, -1",
+			r.Partition, re.Partition, r.Offset, r.LeaderEpoch)
+	}
+	early := &Record{Topic: "t", Value: make([]byte, 2<<20), Partition: 99, Offset: 99} // over max.request.size
+	if err := p.SendSync(ctx, early); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("an oversized record: %v", err)
+	}
+	if early.Partition != -1 || early.Offset != -1 {
+		t.Errorf("failed before buffering: Partition %d, Offset %d; want -1, -1", early.Partition, early.Offset)
+	}
+	chosen := (&Record{Topic: "t", Value: make([]byte, 2<<20)}).ToPartition(2)
+	p.SendSync(ctx, chosen)
+	if chosen.Partition != 2 || chosen.Offset != -1 {
+		t.Errorf("failed before buffering, partition chosen by the caller: Partition %d, Offset %d; want 2, -1", chosen.Partition, chosen.Offset)
 	}
 }

@@ -36,17 +36,20 @@ type Record struct {
 
 	// Partition is the partition to write to when PartitionSet is true
 	// (see ToPartition); otherwise the partitioner picks one. After
-	// delivery it holds the partition the record was written to.
+	// delivery it holds the partition the record was written to; when the
+	// record fails, the partition it was buffered for, or -1 if it failed
+	// before (unless the caller set it), as Java's RecordMetadata.
 	Partition int32
 	// PartitionSet says that Partition was chosen by the caller.
 	PartitionSet bool
 
-	// Offset is set on success: the record's offset in its partition,
-	// or -1 with acks=0 (the broker does not say).
+	// Offset is set when the record has its outcome: on success its
+	// offset in its partition, or -1 with acks=0 (the broker does not
+	// say); -1 when it failed.
 	Offset int64
 
 	// LeaderEpoch is the epoch of the partition leader that the record was
-	// produced to, or -1 if unknown.
+	// produced to, or -1 if unknown or the record failed.
 	LeaderEpoch int32
 }
 

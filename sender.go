@@ -1002,6 +1002,9 @@ func (s *sender) callbacks(b *batch, i int, baseOffset, logAppendTime int64, epo
 			if logAppendTime >= 0 {
 				r.Timestamp = time.UnixMilli(logAppendTime)
 			}
+		} else {
+			// As Java's failed RecordMetadata: the partition, no offset.
+			r.Partition, r.Offset, r.LeaderEpoch = part, -1, -1
 		}
 		e := err
 		if err != nil && b.recErrs != nil {

@@ -223,8 +223,9 @@ func (tp *TypedProducer[K, V]) Send(ctx context.Context, r *TypedRecord[K, V], c
 		rec.Value, err = serialize(tp.value, r.Topic, r.Value, false)
 	}
 	done := func(rec *Record, err error) {
+		r.Partition, r.Offset, r.LeaderEpoch = rec.Partition, rec.Offset, rec.LeaderEpoch
 		if err == nil {
-			r.Partition, r.Offset, r.Timestamp, r.LeaderEpoch = rec.Partition, rec.Offset, rec.Timestamp, rec.LeaderEpoch
+			r.Timestamp = rec.Timestamp
 		}
 		cb(r, err)
 	}
@@ -254,6 +255,10 @@ func (tp *TypedProducer[K, V]) SendSync(ctx context.Context, r *TypedRecord[K, V
 // failed): it counts in record-error-total (as in Java's doSend), the
 // interceptors learn of it, then its callback.
 func (p *Producer) failUnsent(r *Record, err error, cb func(*Record, error)) {
+	r.Offset, r.LeaderEpoch = -1, -1 // as Send's failures
+	if !r.PartitionSet {
+		r.Partition = -1
+	}
 	p.metrics.errors.add(time.Now(), 1)
 	p.onAcknowledgement(r, err)
 	cb(r, err)
