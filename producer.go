@@ -351,11 +351,12 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 		maxBlock -= time.Since(start)
 	}
 	if stamp {
-		// Set only now, just before the append, since the sender reads it
-		// (a split batch is rebuilt from its records); reset if the record
-		// is not buffered after all, so that sending the same Record again
-		// takes a new time, as a Java ProducerRecord without a timestamp
-		// does. Kafka keeps milliseconds: the timestamp the log will have.
+		// Set only now, just before the append, so that the callback
+		// sees it; reset if the record is not buffered after all, so that
+		// a Send that failed at once can be repeated with a new time, as
+		// a Java ProducerRecord without a timestamp would. Once buffered
+		// the record keeps it (see Record.Timestamp). Kafka keeps
+		// milliseconds: the timestamp the log will have.
 		r.Timestamp = time.UnixMilli(ts)
 	}
 	var res appendResult

@@ -29,7 +29,11 @@ type Record struct {
 	Value   []byte
 	Headers []Header
 
-	// Timestamp is the record's CreateTime; zero means the time of Send.
+	// Timestamp is the record's CreateTime; zero means the time of Send,
+	// which Send then writes here (unless the record fails before it is
+	// buffered). So a Record sent again after its callback keeps the
+	// first Send's time: zero Timestamp first for a new one (a Java
+	// ProducerRecord without a timestamp gets a new one every send).
 	// For topics with message.timestamp.type=LogAppendTime, it holds the
 	// broker's append time after delivery.
 	Timestamp time.Time
