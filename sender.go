@@ -524,11 +524,12 @@ func (s *sender) handle(r *produceResult) {
 			//
 			// Not, with idempotence, a batch an earlier attempt of which
 			// may have been written (the topic's max.message.bytes lowered
-			// meanwhile): its parts would take its sequence numbers under
-			// other boundaries, which the broker refuses as out of order,
-			// and the epoch bump that follows would write them again. It
-			// fails as too large instead (Java splits it, and writes it
-			// twice).
+			// meanwhile), unless the topic's refusals show that attempt
+			// was refused too (maySplit): its parts would take its
+			// sequence numbers under other boundaries, which the broker
+			// refuses as out of order, and the epoch bump that follows
+			// would write them again. It fails as too large instead (Java
+			// splits it, and writes it twice).
 			if be.Code == kerr.MessageTooLarge.Code {
 				b.q.topic.refusedTooLarge(refusal{answeredAt: r.doneAt, size: len(b.wire)})
 			}

@@ -69,9 +69,11 @@ func (b *batch) mayHaveBeenWritten(sentAt time.Time) {
 // limit was raised and lowered again meanwhile, or a broker had not yet
 // learnt of a change of it that another had applied). The answer's time,
 // not the refused request's: a refusal sent earlier to a slow leader may
-// have been decided after b's attempt to another was written. So a batch.size above the topic's max.message.bytes
-// costs nothing after a timeout, while a batch that may have been written
-// before the limit was lowered still fails rather than be written twice.
+// have been decided after b's attempt to another was written. So a
+// batch.size above the topic's max.message.bytes costs nothing after a
+// timeout once the topic has refused a batch, while a batch that may have
+// been written before the limit was lowered still fails rather than be
+// written twice.
 func (s *sender) maySplit(b *batch) bool {
 	if !s.idemOn || b.maybeWrittenAt.IsZero() {
 		return true
