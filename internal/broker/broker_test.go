@@ -412,15 +412,22 @@ func TestOnDisconnect(t *testing.T) {
 	}
 	calls := make(chan int32, 16)
 	cfg.OnDisconnect = func(id int32) { calls <- id }
+	// expect waits up to 10 s for want calls, then 200 ms for any more.
 	expect := func(what string, want int) {
 		t.Helper()
 		got := 0
-		for timeout := time.After(300 * time.Millisecond); ; {
+		for deadline := time.After(10 * time.Second); got < want; got++ {
 			select {
 			case <-calls:
-				got++
+			case <-deadline:
+				t.Fatalf("%s: OnDisconnect called %d times in 10s, want %d", what, got, want)
+			}
+		}
+		for quiet := time.After(200 * time.Millisecond); ; got++ {
+			select {
+			case <-calls:
 				continue
-			case <-timeout:
+			case <-quiet:
 			}
 			break
 		}
