@@ -214,12 +214,7 @@ func (p *Producer) sendWith(ctx context.Context, r *Record, cb func(*Record, err
 			p.metrics.errors.add(time.Now(), 1)
 		}
 		if r != nil {
-			// As Java's failed RecordMetadata: no offset, and no partition
-			// unless the caller chose it (the error names one chosen).
-			r.Offset, r.LeaderEpoch = -1, -1
-			if !r.PartitionSet {
-				r.Partition = -1
-			}
+			r.failedUnbuffered()
 		}
 		if p.txn != nil {
 			p.txn.sendFailed(r, gen, err, silent)

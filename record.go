@@ -57,6 +57,17 @@ type Record struct {
 	LeaderEpoch int32
 }
 
+// failedUnbuffered sets the fields of a record that failed before it was
+// buffered, as Java's failed RecordMetadata: no offset, no leader epoch,
+// and no partition unless the caller chose it (the error names one that
+// kprod chose).
+func (r *Record) failedUnbuffered() {
+	r.Offset, r.LeaderEpoch = -1, -1
+	if !r.PartitionSet {
+		r.Partition = -1
+	}
+}
+
 // ToPartition sets an explicit partition for the record and returns it.
 func (r *Record) ToPartition(p int32) *Record {
 	r.Partition = p

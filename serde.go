@@ -255,10 +255,7 @@ func (tp *TypedProducer[K, V]) SendSync(ctx context.Context, r *TypedRecord[K, V
 // failed): it counts in record-error-total (as in Java's doSend), the
 // interceptors learn of it, then its callback.
 func (p *Producer) failUnsent(r *Record, err error, cb func(*Record, error)) {
-	r.Offset, r.LeaderEpoch = -1, -1 // as Send's failures
-	if !r.PartitionSet {
-		r.Partition = -1
-	}
+	r.failedUnbuffered()
 	p.metrics.errors.add(time.Now(), 1)
 	p.onAcknowledgement(r, err)
 	cb(r, err)

@@ -524,9 +524,7 @@ func (t *txnManager) addPartitions(ctx context.Context, parts []*partq, gen uint
 		if !wanted {
 			return nil
 		}
-		t.mu.Lock()
-		t.maybeStarted = true // it may reach the coordinator whatever we hear back
-		t.mu.Unlock()
+		t.addSent()
 		req := kmsg.NewPtrAddPartitionsToTxnRequest()
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch = t.id, pid, epoch
 		for _, name := range topics {
@@ -584,6 +582,15 @@ func (t *txnManager) addPartitions(ctx context.Context, parts []*partq, gen uint
 	return err
 }
 
+// addSent notes that an AddPartitionsToTxn or AddOffsetsToTxn is about to
+// go out: it may reach the coordinator whatever we hear back (see
+// txnManager.maybeStarted).
+func (t *txnManager) addSent() {
+	t.mu.Lock()
+	t.maybeStarted = true
+	t.mu.Unlock()
+}
+
 // txnCoordinatorCode: the non-retriable codes classify knows.
 func txnCoordinatorCode(code int16) bool {
 	switch code {
@@ -605,9 +612,7 @@ func (t *txnManager) sendOffsets(ctx context.Context, offsets map[string]map[int
 	if !v2 {
 		op := "AddOffsetsToTxn"
 		err := t.call(ctx, coordTxn, t.id, op, func() kmsg.Request {
-			t.mu.Lock()
-			t.maybeStarted = true // it may reach the coordinator whatever we hear back
-			t.mu.Unlock()
+			t.addSent()
 			req := kmsg.NewPtrAddOffsetsToTxnRequest()
 			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = t.id, pid, epoch, group.GroupID
 			return req
