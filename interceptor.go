@@ -15,8 +15,9 @@ import (
 // is checked, partitioned or buffered. It returns the record to send: r
 // itself (possibly modified) or a new record, which the next interceptor
 // receives; nil means r unchanged. The caller's callback still receives
-// the record the caller passed to Send, with the outcome (partition,
-// offset, timestamp) of the record that was sent copied into it.
+// the record the caller passed to Send, with the outcome of the record
+// that was sent copied into it: partition, offset and leader epoch (the
+// failure's -1s too, see Record), and on success the timestamp.
 //
 // OnAcknowledgement runs once per record, before the record's callback,
 // with the record as sent and the outcome: on the producer's sender
@@ -96,11 +97,16 @@ func (p *Producer) intercept(r *Record, cb func(*Record, error)) (*Record, func(
 	}
 	return r, func(sent *Record, err error) {
 		p.onAcknowledgement(sent, err)
-		if sent != orig && sent != nil && orig != nil && err == nil {
+		if sent != orig && sent != nil && orig != nil {
+			// A failure's fields too (-1 offset and leader epoch, the
+			// partition or -1): left alone, the caller's zeros would
+			// read as a delivery to partition 0 at offset 0.
 			orig.Partition = sent.Partition
 			orig.Offset = sent.Offset
-			orig.Timestamp = sent.Timestamp
 			orig.LeaderEpoch = sent.LeaderEpoch
+			if err == nil {
+				orig.Timestamp = sent.Timestamp
+			}
 		}
 		cb(orig, err)
 	}

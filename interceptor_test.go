@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kprod/kprod/kerr"
+	fkerr "github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -423,5 +426,41 @@ func TestPartitionerClosed(t *testing.T) {
 	}
 	if out := logBuf.String(); !strings.Contains(out, "partitioner Close failed") || !strings.Contains(out, "partitioner Close broke") {
 		t.Errorf("log does not report the partitioner's failed Close:\n%s", out)
+	}
+}
+
+// An interceptor may send a copy; the caller's record still gets a
+// failure's -1s, not zeros that read as a delivery to partition 0 at
+// offset 0.
+func TestInterceptorCopyFailedOutcome(t *testing.T) {
+	c := newFake(t, 3)
+	cfg := testConfig(c)
+	cfg.Interceptors = []Interceptor{InterceptorFuncs{Send: func(r *Record) *Record {
+		cp := *r
+		return &cp
+	}}}
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 10*time.Second)
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: fkerr.TopicAuthorizationFailed})
+	r := &Record{Topic: "t", Value: []byte("x")}
+	err := p.SendSync(ctx, r)
+	var re *kerr.ResponseError
+	if !errors.As(err, &re) {
+		t.Fatalf("a record refused by the broker: %v", err)
+	}
+	if r.Offset != -1 || r.Partition != re.Partition || r.LeaderEpoch != -1 {
+		t.Errorf("refused by the broker: Partition %d (the error names %d), Offset %d, LeaderEpoch %d; want that partition, -1, -1",
+			r.Partition, re.Partition, r.Offset, r.LeaderEpoch)
+	}
+	early := &Record{Topic: "t", Value: make([]byte, 2<<20)} // over max.request.size
+	if err := p.SendSync(ctx, early); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("an oversized record: %v", err)
+	}
+	if early.Partition != -1 || early.Offset != -1 || early.LeaderEpoch != -1 {
+		t.Errorf("failed before buffering: Partition %d, Offset %d, LeaderEpoch %d; want -1, -1, -1",
+			early.Partition, early.Offset, early.LeaderEpoch)
 	}
 }
