@@ -119,6 +119,50 @@ func TestSendFromCallbackDoesNotWaitForMemory(t *testing.T) {
 	}
 }
 
+// A callback's Send gets its batch's memory even while another Send
+// waits for memory: the waiter would otherwise take it first, and the
+// callback's Send, which cannot wait, would fail with ErrBufferFull.
+func TestSendFromCallbackAheadOfWaiters(t *testing.T) {
+	c := newFake(t, 2)
+	cfg := testConfig(c)
+	cfg.BatchSize = 1024
+	cfg.BufferMemory = 1024
+	cfg.Linger = 0
+	cfg.MaxBlock = time.Minute
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
+		t.Fatal(err)
+	}
+	open := holdRequests(t, c, kmsg.Produce)
+	got := make(chan error, 1)
+	p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(0), func(_ *Record, err error) {
+		if err != nil {
+			t.Errorf("first record: %v", err)
+		}
+		got <- sendOutcome(p, 0)
+	})
+	waiterDone := make(chan error, 1)
+	go func() { // an ordinary Send, waiting for the memory
+		waiterDone <- p.SendSync(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(1))
+	}()
+	for p.Metrics().WaitingThreads == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	open()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Errorf("record sent again from the callback while another Send waited: %v; want its batch's memory", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the callback did not run")
+	}
+	if err := <-waiterDone; err != nil {
+		t.Fatalf("the waiting Send, served after the callback's: %v", err)
+	}
+}
+
 // sendOutcome sends a 900-byte record to partition part from a callback
 // and returns its error if it failed in Send, nil once it is buffered.
 func sendOutcome(p *Producer, part int32) error {

@@ -40,6 +40,7 @@ type bufferPool struct {
 	freeBytes int64                 // bytes in free; guarded by mu
 	waiters   *list.List            // of *poolWaiter, in arrival order; guarded by mu
 	closed    bool                  // guarded by mu
+	held      int                   // while > 0, released memory is kept for the sender's callbacks (hold); guarded by mu
 	refuse    error                 // while set, an allocation that would wait fails with it (refuseWaits); guarded by mu
 	waitNs    counter               // bufferpool-wait-time-ns-total and bufferpool-wait-ratio
 	exhausted counter               // buffer-exhausted-total/-rate: waits that ran out of max.block.ms
@@ -93,7 +94,9 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 		p.mu.Unlock()
 		return nil, kerr.ErrClosed // the caller names the record
 	}
-	if p.waiters.Len() == 0 && p.available >= int64(size) {
+	if p.available >= int64(size) && (p.waiters.Len() == 0 || p.held > 0 && p.cannotWait != nil && p.cannotWait()) {
+		// Ahead of the waiters only for a callback's Send, from memory
+		// its batch just released (hold).
 		buf := p.takeLocked(size)
 		p.mu.Unlock()
 		return p.materialize(buf, size), nil
@@ -202,7 +205,30 @@ func (p *bufferPool) release(buf []byte, size int) {
 		p.free[c] = append(p.free[c], buf[:0]) // its bytes stay counted as available
 		p.freeBytes += int64(size)
 	}
-	p.wakeLocked()
+	if p.held == 0 {
+		p.wakeLocked()
+	}
+}
+
+// hold keeps the memory released from now on for the callbacks the
+// sender is about to run, until unhold: a callback that sends again (a
+// record refused with its batch, say) cannot wait for memory, so without
+// this a Send waiting elsewhere would take its batch's memory first and
+// the callback's Send would fail with ErrBufferFull. Sender goroutine
+// only.
+func (p *bufferPool) hold() {
+	p.mu.Lock()
+	p.held++
+	p.mu.Unlock()
+}
+
+// unhold ends a hold and gives what the callbacks left to the waiters.
+func (p *bufferPool) unhold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held--; p.held == 0 {
+		p.wakeLocked()
+	}
 }
 
 // wakeLocked reserves memory for waiters at the head of the queue, in

@@ -958,14 +958,21 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 	if err != nil && s.txn.on {
 		s.txnBatchFailed(b, err)
 	}
-	// The memory first: a callback that sends again (a record refused
-	// with its batch, say) may need it, and only this goroutine frees
-	// memory. The callbacks do not read the batch's buffer.
-	if !b.inFlight {
+	// The memory first, kept from Sends waiting elsewhere until the
+	// callbacks are done: a callback that sends again (a record refused
+	// with its batch, say) may need it, and cannot wait for memory, which
+	// only this goroutine frees. The callbacks do not read the batch's
+	// buffer.
+	held := !b.inFlight
+	if held {
+		s.p.acc.pool.hold()
 		s.p.acc.release(b)
 	}
 	for i := 0; i < len(b.recs); {
 		i = s.callbacks(b, i, baseOffset, logAppendTime, epoch, err)
+	}
+	if held {
+		s.p.acc.pool.unhold()
 	}
 	s.p.acc.finish(b)
 	if len(b.q.parked) > 0 {
