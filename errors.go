@@ -16,7 +16,9 @@ var (
 	// ErrRecordTooLarge: the record is larger than max.request.size or
 	// buffer.memory, or than the topic's max.message.bytes (the broker's
 	// MESSAGE_TOO_LARGE, for a record alone in its batch); only that
-	// record fails.
+	// record fails, unless, with idempotence, its batch may have been
+	// written by an earlier attempt and so could not be split
+	// (docs/guarantees.md): then all of the batch fails.
 	ErrRecordTooLarge = kerr.ErrRecordTooLarge
 	// ErrBufferFull: buffer.memory stayed full for max.block.ms, or had no
 	// room at once for a Send from a callback, which cannot wait.
@@ -76,7 +78,8 @@ var (
 	// call AbortTransaction, then begin a new one.
 	ErrTransactionAbortable = kerr.ErrTransactionAbortable
 	// ErrTransactionAborted: the record's transaction was aborted
-	// before the record was sent; it was not written.
+	// before the record was acknowledged; it was not committed (if it
+	// was sent, it may be in the log as part of the aborted transaction).
 	ErrTransactionAborted = kerr.ErrTransactionAborted
 	// ErrProducerFenced: a newer producer with the same
 	// transactional.id took over; fatal (it also wraps ErrFatal).

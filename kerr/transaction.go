@@ -21,16 +21,21 @@ var (
 	ErrTransactionAbortable = errors.New("kprod: transaction cannot be committed; abort it")
 
 	// ErrTransactionAborted: the record belonged to a transaction that
-	// was aborted before the record was sent; it was not written.
+	// was aborted before it was acknowledged: it was not committed. If it
+	// was sent before the abort (the error says so), it may be in the log
+	// as part of the aborted transaction, which read_committed consumers
+	// skip; send it again in a new transaction.
 	ErrTransactionAborted = errors.New("kprod: transaction aborted")
 
 	// ErrProducerFenced: the transaction coordinator knows a newer epoch
 	// of our transactional.id: another producer with the same id called
-	// InitTransactions, or the coordinator aborted our transaction when
-	// it outlived transaction.timeout.ms and bumped the epoch. Errors
-	// wrapping it also wrap ErrFatal: every later call fails with it;
-	// close the producer (and make a new one if this process should go
-	// on producing with the id).
+	// InitTransactions. (When the coordinator itself aborted our
+	// transaction for outliving transaction.timeout.ms and bumped the
+	// epoch, kprod tells the two apart by asking the coordinator for its
+	// epoch back (KIP-588) and reports ErrTransactionAbortable instead:
+	// abort and go on.) Errors wrapping it also wrap ErrFatal: every later call
+	// fails with it; close the producer (and make a new one if this
+	// process should go on producing with the id).
 	ErrProducerFenced = errors.New("kprod: producer fenced: the transactional.id has a newer epoch")
 
 	// ErrTransactionTimeout: InitTransactions, CommitTransaction or
