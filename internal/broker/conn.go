@@ -73,7 +73,11 @@ type Conn struct {
 	// before the connection died completes before the older-first
 	// failures of the requests sent after it.
 	answering sync.Mutex
-	wg        sync.WaitGroup
+	wg        sync.WaitGroup // the writer and the reader
+	// timers counts the request timers whose timeout is running: one is
+	// added under mu while its request is in flight, so before kill
+	// empties the map, and closeWith waits for them too.
+	timers sync.WaitGroup
 
 	tls    bool      // nc is TLS; set during setup
 	reauth time.Time // when to re-authenticate (KIP-368), zero: never; writer goroutine only after setup
@@ -455,6 +459,7 @@ func (c *Conn) Close() {
 func (c *Conn) closeWith(err error) {
 	c.fail(err)
 	c.wg.Wait()
+	c.timers.Wait()
 }
 
 // fail kills the connection once: every request in flight fails with err
@@ -626,10 +631,14 @@ func (c *Conn) write(p *pending, buf []byte) []byte {
 func (c *Conn) timeout(corr int32) {
 	c.mu.Lock()
 	p, ok := c.inflight[corr]
+	if ok {
+		c.timers.Add(1) // the map is not empty: kill, and so Close's wait, come after
+	}
 	c.mu.Unlock()
 	if !ok {
 		return
 	}
+	defer c.timers.Done()
 	err := fmt.Errorf("%w: %s (key %d) to broker %d (%s) got no response within %v; the connection was closed",
 		kerr.ErrRequestTimeout, kmsg.NameForKey(p.req.Key()), p.req.Key(), c.nodeID, c.addr, c.cfg.RequestTimeout)
 	c.cfg.Logger.Debug("request timed out", "broker", c.nodeID, "addr", c.addr, "key", p.req.Key())
