@@ -120,23 +120,27 @@ installed() { [[ -f "$CACHE/.complete" && "$(cat "$CACHE/.complete")" == "$KAFKA
 
 ensure_tools() {
 	local missing=()
-	command -v "$JAVA" >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+	# The JDK, not only a runtime: the compatibility tests compile Java
+	# programs (internal/javacompat) with javac.
+	if ! command -v "$JAVA" >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+		missing+=(openjdk-17-jdk-headless)
+	fi
 	command -v mvn >/dev/null 2>&1 || missing+=(maven)
 	((${#missing[@]} == 0)) && return 0
 	if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
 		log "installing ${missing[*]} with apt-get"
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 	else
-		die "need ${missing[*]} (java 17+ and maven) on PATH"
+		die "need ${missing[*]} (java and javac 17+, and maven) on PATH"
 	fi
 }
 
 cmd_install() {
+	ensure_tools
 	if installed; then
 		log "Kafka $KAFKA_VERSION already installed in $CACHE"
 		return 0
 	fi
-	ensure_tools
 	mkdir -p "$(dirname "$CACHE")"
 	exec 8>"$CACHE.lock"
 	flock -w 600 8 || die "another install holds $CACHE.lock"
@@ -414,7 +418,10 @@ make_certs() {
 	command -v openssl >/dev/null 2>&1 || die "need openssl for KPROD_KAFKA_SECURITY=1"
 	rm -rf "$TLS_DIR"
 	mkdir -p "$TLS_DIR"
+	# Run as a job and waited for: on the left of || bash would ignore
+	# set -e inside the subshell, and only the last step would count.
 	(
+		set -e
 		cd "$TLS_DIR"
 		ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
 		openssl req -x509 "${ec[@]}" -keyout ca-key.pem -out ca.pem -days 3650 -subj "/CN=kprod test CA" \
@@ -434,7 +441,15 @@ extendedKeyUsage=serverAuth,clientAuth"
 		cat client-key.pem client.pem >client-keystore.pem
 		openssl pkcs8 -topk8 -v2 aes-256-cbc -in client-key.pem -out client-key-encrypted.pem \
 			-passout "pass:$SEC_KEY_PASSWORD"
-	) >"$STATE/certs.log" 2>&1 || { cat "$STATE/certs.log" >&2; die "making test certificates failed"; }
+	) >"$STATE/certs.log" 2>&1 &
+	local f status=0
+	wait $! || status=$?
+	# And every file there: set -e does not hold in a subshell started
+	# where bash ignores it (a caller's if, && or ||).
+	for f in ca.pem broker.pem broker-keystore.pem client.pem client-keystore.pem client-key-encrypted.pem; do
+		[[ -s $TLS_DIR/$f ]] || status=1
+	done
+	((status == 0)) || { cat "$STATE/certs.log" >&2; die "making test certificates failed"; }
 }
 
 start_node() { # node

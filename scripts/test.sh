@@ -36,7 +36,20 @@ if ! command -v kcat >/dev/null && ! (apt-get update -qq && apt-get install -y -
 	esac
 fi
 
+# stop_job ends a background job of ours and its children (an interrupted
+# run: background jobs ignore SIGINT in a script, so ^C does not reach them).
+stop_job() {
+	[[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null || return 0
+	pkill -TERM -P "$1" 2>/dev/null
+	kill -TERM "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
 cleanup() {
+	# The tests first, then an 'up' still starting (else it would start the
+	# brokers after 'down' has stopped them).
+	stop_job "${test_pid:-}"
+	stop_job "${up_pid:-}"
 	say "stopping the Kafka test cluster"
 	"${CLUSTER[@]}" down || true
 	rm -f "${up_out:-}" "${up_err:-}"
@@ -104,7 +117,13 @@ args=("$@")
 ((${#args[@]} > 0)) || args=(./...)
 say "go test -race -count=1 -timeout 40m -p ${KPROD_TEST_P:-1} ${args[*]}"
 test_status=0
-go test -race -count=1 -timeout 40m -p "${KPROD_TEST_P:-1}" "${args[@]}" || test_status=$?
+# In the background, waited for: a signal to this script then runs its trap
+# at once (it would wait for a foreground go test to end), which stops the
+# tests and the cluster.
+go test -race -count=1 -timeout 40m -p "${KPROD_TEST_P:-1}" "${args[@]}" &
+test_pid=$!
+wait "$test_pid" || test_status=$?
+test_pid=
 
 # The microbenchmarks run once, briefly, so that they cannot rot; they
 # assert nothing about speed (BENCHMARKS.md has the numbers and how to
