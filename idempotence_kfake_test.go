@@ -173,6 +173,13 @@ func TestIdempotentResponsesDelayedPastRequestTimeout(t *testing.T) {
 	p := newTestProducer(t, cfg)
 	f := newFaultRun("delayed responses", "t", 2, 500)
 	f.produce(t, p, nil, 20*time.Second)
+	// The fault must have happened: else exactly once proves nothing.
+	if n := delayed.Load(); n < 3 {
+		t.Fatalf("only %d produce requests were delayed, want 3", n)
+	}
+	if m := p.Metrics(); m.RecordRetryTotal == 0 {
+		t.Fatal("no record was retried: the delayed requests did not time out")
+	}
 	f.check(t, c.ListenAddrs()).assertExactlyOnce(t, "delayed responses")
 }
 

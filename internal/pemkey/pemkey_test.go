@@ -42,7 +42,12 @@ func TestEncryptedPKCS8(t *testing.T) {
 		out := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".pem")
 		cmd := exec.Command("openssl", append([]string{"pkcs8", "-topk8", "-in", plain, "-out", out, "-passout", "pass:" + pass}, args...)...)
 		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Logf("openssl %s: %v: %s (skipped)", name, err, b)
+			if args[1] == "aes-256-cbc" && len(args) == 2 {
+				// What scripts/kafka-cluster.sh makes, and every
+				// OpenSSL can: else this test would test nothing.
+				t.Fatalf("openssl %s: %v: %s", name, err, b)
+			}
+			t.Logf("openssl %s: %v: %s (skipped: this openssl cannot make it)", name, err, b)
 			continue
 		}
 		text, _ := os.ReadFile(out)
@@ -85,7 +90,7 @@ func TestEncryptedPKCS8(t *testing.T) {
 			t.Errorf("legacy encryption: %v", err)
 		}
 	} else {
-		t.Logf("openssl ec -aes256: %v: %s", err, b)
+		t.Errorf("openssl ec -aes256, to make a legacy-encrypted key: %v: %s", err, b)
 	}
 }
 
