@@ -179,13 +179,14 @@ func sendOutcome(p *Producer, part int32) error {
 // (goleak checks the rest).
 func TestCloseFromCallback(t *testing.T) {
 	c := newFake(t, 2)
+	stop := stopAtCleanup(t)
 	var hold atomic.Bool
 	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		for _, rt := range r.(*kmsg.ProduceRequest).Topics {
 			for _, rp := range rt.Partitions {
 				if rp.Partition == 1 && hold.Swap(false) {
-					c.SleepControl(func() { time.Sleep(time.Second) }) // b stays in flight
+					c.SleepControl(func() { sleepOrStop(time.Second, stop) }) // b stays in flight
 				}
 			}
 		}

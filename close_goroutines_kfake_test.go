@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kprod/kprod/internal/live"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -33,29 +34,24 @@ func producerGoroutinesNow() []string {
 }
 
 // checkNoProducerGoroutines fails the test if one of the producer's
-// goroutines outlives after by more than the moment a goroutine needs to
-// return once it has said it is done (wg.Done, close(done) as its last
-// deferred call), allowing for a busy machine under -race: 150 ms, where
-// goleak's check at the end of the package waits seconds, long enough for
-// a Close that did not wait for a connection or a timer to go unseen.
+// goroutines is still counted (internal/live) when after returned. Each
+// is uncounted as its last act before what Close waits for, so this is
+// checked at once: a grace period would let a goroutine that Close did
+// not wait for end by itself, unseen (goleak, at the end of the package,
+// waits seconds). The stacks are only for the message.
 func checkNoProducerGoroutines(t *testing.T, after string) {
 	t.Helper()
-	var g []string
-	for range 30 {
-		if g = producerGoroutinesNow(); len(g) == 0 {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+	if n := live.Count(); n != 0 {
+		t.Fatalf("%d of the producer's goroutines still counted when %s returned; running now:\n%s", n, after, strings.Join(producerGoroutinesNow(), "\n\n"))
 	}
-	t.Fatalf("%d of the producer's goroutines still run 150ms after %s returned; the first:\n%s", len(g), after, g[0])
 }
 
 // Close returns only when every goroutine the producer started has ended,
 // whatever was under way: records in flight, a transaction, a Close from
 // a callback, a Close whose ctx ended first.
 func TestCloseLeavesNoGoroutine(t *testing.T) {
-	if g := producerGoroutinesNow(); len(g) > 0 {
-		t.Fatalf("another test left a producer running:\n%s", g[0])
+	if g := producerGoroutinesNow(); len(g) > 0 || live.Count() != 0 {
+		t.Fatalf("another test left a producer running (%d goroutines counted):\n%s", live.Count(), strings.Join(g, "\n\n"))
 	}
 	t.Run("records in flight", func(t *testing.T) {
 		c := newFake(t, 3)

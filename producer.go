@@ -13,6 +13,7 @@ import (
 
 	"github.com/kprod/kprod/internal/broker"
 	"github.com/kprod/kprod/internal/cluster"
+	"github.com/kprod/kprod/internal/live"
 	"github.com/kprod/kprod/internal/recbatch"
 	"github.com/kprod/kprod/kerr"
 )
@@ -152,6 +153,7 @@ func NewProducer(cfg Config) (*Producer, error) {
 	p.pool.onWait = p.snd.wake
 	p.pool.cannotWait = p.snd.onGoroutine
 	p.acc = newAccumulator(p.pool, cfg.BatchSize, cfg.Linger, seal, p.snd.wake)
+	live.Go()
 	go p.snd.run()
 	return p, nil
 }
@@ -591,7 +593,11 @@ func (p *Producer) forceClose() {
 }
 
 // finishClose is the end of Close, once the sender has ended.
-func (p *Producer) finishClose() {
+func (p *Producer) finishClose() { p.finishCloseThen(nil) }
+
+// finishCloseThen is finishClose, calling before (if set) just before it
+// lets other Closes return.
+func (p *Producer) finishCloseThen(before func()) {
 	p.cl.Close()
 	// The sender has ended, so every OnAcknowledgement of a buffered
 	// record has run: the interceptors can let go of their state.
@@ -599,6 +605,9 @@ func (p *Producer) finishClose() {
 	// Then the partitioner, as Java's close does; Send no longer calls it.
 	if c, ok := p.cfg.Partitioner.(io.Closer); ok {
 		p.closeOne("partitioner", c)
+	}
+	if before != nil {
+		before()
 	}
 	close(p.closeDone)
 }

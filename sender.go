@@ -16,6 +16,7 @@ import (
 
 	"github.com/kprod/kprod/internal/broker"
 	"github.com/kprod/kprod/internal/cluster"
+	"github.com/kprod/kprod/internal/live"
 	"github.com/kprod/kprod/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -124,10 +125,18 @@ func (s *sender) run() {
 	s.gid.Store(goroutineID())
 	defer func() {
 		if s.finishClose.Load() {
-			s.p.finishClose() // after done: Close from a callback did not wait
+			// After done: Close from a callback did not wait. Other
+			// Closes wait for closeDone, which this closes, so the
+			// goroutine is uncounted just before.
+			s.p.finishCloseThen(live.Done)
 		}
 	}()
 	defer close(s.done)
+	defer func() {
+		if !s.finishClose.Load() {
+			live.Done() // Close waits for done
+		}
+	}()
 	defer s.txn.wg.Wait() // the AddPartitionsToTxn goroutine ends with forceCtx
 	defer s.forceCancel()
 	timer := time.NewTimer(time.Hour)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kprod/kprod/internal/live"
 	"github.com/kprod/kprod/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -154,8 +155,10 @@ func (s *sender) txnAddNeeded() {
 	s.txn.need = s.txn.need[:0]
 	if start {
 		s.txn.wg.Add(1)
+		live.Go()
 		go func() {
 			defer s.txn.wg.Done()
+			defer live.Done()
 			t.addLoop(s.forceCtx)
 		}()
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kprod/kprod/internal/live"
 	"github.com/kprod/kprod/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -263,8 +264,10 @@ func (b *Broker) startDialLocked() {
 	prev := b.prev
 	b.prev = nil
 	b.wg.Add(1)
+	live.Go()
 	go func() {
 		defer b.wg.Done()
+		defer live.Done()
 		if prev != nil {
 			prev.Close() // dead already: only waits for its goroutines
 		}

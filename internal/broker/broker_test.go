@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"github.com/kprod/kprod/internal/live"
 	"github.com/kprod/kprod/internal/testcluster"
 	"math"
 	"net"
@@ -212,6 +213,7 @@ func TestIdleNotWhileUsed(t *testing.T) {
 // Close stops a dial under way (here one that would hang until its setup
 // timeout) and returns only when the dial goroutine is gone.
 func TestBrokerCloseStopsDial(t *testing.T) {
+	before := live.Count()
 	cfg := testConfig()
 	cfg.SetupTimeout = time.Minute
 	cfg.SetupTimeoutMax = time.Minute
@@ -231,9 +233,7 @@ func TestBrokerCloseStopsDial(t *testing.T) {
 	if d := time.Since(begin); d > time.Second {
 		t.Errorf("Close took %v with a dial under way", d)
 	}
-	if g := ourGoroutines(); len(g) != 0 {
-		t.Errorf("%d Broker/Conn goroutines left after Close:\n%s", len(g), strings.Join(g, "\n\n"))
-	}
+	checkEnded(t, before, "Close")
 	if _, err := b.Connect(context.Background()); !errors.Is(err, kerr.ErrClosed) {
 		t.Errorf("Connect after Close: err = %v, want ErrClosed", err)
 	}
@@ -245,6 +245,7 @@ func TestBrokerCloseStopsDial(t *testing.T) {
 // Close with a live connection fails what is in flight and waits for the
 // connection's goroutines.
 func TestBrokerCloseWithConnection(t *testing.T) {
+	before := live.Count()
 	kc := newCluster(t)
 	rel := release(t)
 	kc.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -272,9 +273,7 @@ func TestBrokerCloseWithConnection(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("in-flight request not failed by Close")
 	}
-	if g := ourGoroutines(); len(g) != 0 {
-		t.Errorf("%d Broker/Conn goroutines left after Close:\n%s", len(g), strings.Join(g, "\n\n"))
-	}
+	checkEnded(t, before, "Close")
 }
 
 // Concurrent callers share one dial.

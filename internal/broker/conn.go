@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kprod/kprod/internal/live"
 	"github.com/kprod/kprod/internal/sasl"
 	"github.com/kprod/kprod/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -135,7 +136,9 @@ func dialConn(ctx context.Context, nodeID int32, addr string, cfg *Config, setup
 	_ = c.nc.SetDeadline(time.Time{})
 	c.lastUsed.Store(time.Now().UnixNano())
 	c.wg.Add(2)
+	live.Go()
 	go c.writeLoop()
+	live.Go()
 	go c.readLoop()
 	return c, nil
 }
@@ -514,6 +517,7 @@ func (c *Conn) lostErr(op string, err error) error {
 
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
+	defer live.Done()
 	var idle *time.Timer
 	var idleC <-chan time.Time
 	if c.cfg.IdleTimeout > 0 {
@@ -633,12 +637,14 @@ func (c *Conn) timeout(corr int32) {
 	p, ok := c.inflight[corr]
 	if ok {
 		c.timers.Add(1) // the map is not empty: kill, and so Close's wait, come after
+		live.Go()
 	}
 	c.mu.Unlock()
 	if !ok {
 		return
 	}
 	defer c.timers.Done()
+	defer live.Done()
 	err := fmt.Errorf("%w: %s (key %d) to broker %d (%s) got no response within %v; the connection was closed",
 		kerr.ErrRequestTimeout, kmsg.NameForKey(p.req.Key()), p.req.Key(), c.nodeID, c.addr, c.cfg.RequestTimeout)
 	c.cfg.Logger.Debug("request timed out", "broker", c.nodeID, "addr", c.addr, "key", p.req.Key())
@@ -653,6 +659,7 @@ func (c *Conn) timeout(corr int32) {
 
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
+	defer live.Done()
 	for {
 		corr, body, err := c.readResponse()
 		if err != nil {

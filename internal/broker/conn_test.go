@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"github.com/kprod/kprod/internal/live"
 	"net"
 	"runtime"
 	"slices"
@@ -422,6 +423,7 @@ func TestDoContextEnds(t *testing.T) {
 // Close fails what is in flight (ErrConnectionLost wrapping ErrClosed)
 // and returns only once the reader and writer goroutines are gone.
 func TestConnCloseFailsInFlightAndWaits(t *testing.T) {
+	before := live.Count()
 	kc := newCluster(t)
 	holdMetadata(t, kc)
 	c := dialTest(t, kc.ListenAddrs()[0], testConfig())
@@ -438,9 +440,7 @@ func TestConnCloseFailsInFlightAndWaits(t *testing.T) {
 		t.Fatalf("no connection goroutines found; the goroutine check is broken (conn err: %v)\n%s", c.Err(), buf[:runtime.Stack(buf, true)])
 	}
 	c.Close()
-	if g := ourGoroutines(); len(g) != 0 {
-		t.Errorf("%d connection goroutines still running after Close returned:\n%s", len(g), strings.Join(g, "\n\n"))
-	}
+	checkEnded(t, before, "Close")
 	if n := calls.Load(); n != 2 {
 		t.Errorf("%d callbacks called by the time Close returned, want 2", n)
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"github.com/kprod/kprod/internal/live"
 	"net"
 	"runtime"
 	"strings"
@@ -88,24 +89,16 @@ func metadataReq() *kmsg.MetadataRequest {
 	return r
 }
 
-// ourGoroutines returns the stacks of goroutines running a Conn or Broker
-// function, to check that Close waited for them rather than leaving them
-// to goleak. Callers must not have goroutines of their own inside a Conn
-// or Broker method at the time.
-//
-// A goroutine that Close waited for may still be seen for an instant: it
-// has called wg.Done (deferred) and is returning. So a goroutine counts
-// only if it is still there after a short grace period; one that Close
-// did not wait for is blocked in real work (a dial, a read) far longer.
-func ourGoroutines() []string {
-	var g []string
-	for range 20 {
-		if g = ourGoroutinesNow(); len(g) == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+// checkEnded fails the test if a goroutine of a Conn or Broker started
+// since before (live.Count at the test's start) is still counted: Close
+// must wait for every one, so this is checked at once, with no grace
+// period in which a goroutine Close did not wait for could end by itself.
+// The stacks are only for the message.
+func checkEnded(t *testing.T, before int64, after string) {
+	t.Helper()
+	if n := live.Count() - before; n > 0 {
+		t.Errorf("%d Broker/Conn goroutines still counted when %s returned:\n%s", n, after, strings.Join(ourGoroutinesNow(), "\n\n"))
 	}
-	return g
 }
 
 func ourGoroutinesNow() []string {

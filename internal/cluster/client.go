@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/kprod/kprod/internal/broker"
+	"github.com/kprod/kprod/internal/live"
 	"github.com/kprod/kprod/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -177,6 +178,7 @@ func New(cfg Config) (*Client, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.snap.Store(emptySnapshot)
 	c.wg.Add(1)
+	live.Go()
 	go c.loop()
 	return c, nil
 }
@@ -426,6 +428,7 @@ func before(a, b int32) bool {
 // waiting for a new topic would spin.
 func (c *Client) loop() {
 	defer c.wg.Done()
+	defer live.Done()
 	age := time.NewTimer(0) // first refresh at once
 	defer age.Stop()
 	var last time.Time

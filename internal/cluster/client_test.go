@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"github.com/kprod/kprod/internal/live"
 	"github.com/kprod/kprod/internal/testcluster"
 	"net"
 	"slices"
@@ -729,6 +730,7 @@ func TestRefreshRetryBackoff(t *testing.T) {
 // Close ends the metadata goroutine and the connections; it may be called
 // concurrently and again; a Refresh after Close fails with ErrClosed.
 func TestClose(t *testing.T) {
+	before := live.Count()
 	kc := newCluster(t, kfake.SeedTopics(1, "t"))
 	c, err := New(testConfig(kc.ListenAddrs()...))
 	if err != nil {
@@ -753,6 +755,11 @@ func TestClose(t *testing.T) {
 		go func() { defer wg.Done(); c.Close() }()
 	}
 	wg.Wait()
+	// Every Close returned: the metadata goroutine, the dials and the
+	// connections have all ended, at once (internal/live).
+	if n := live.Count() - before; n > 0 {
+		t.Errorf("%d goroutines of the client still counted when Close returned", n)
+	}
 	c.Close()
 	select {
 	case err := <-waiting:
