@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,11 +118,34 @@ func buildBinary(t *testing.T) string {
 // shutdown still waits (here for a broker that does not exist).
 func TestBinarySecondSignal(t *testing.T) {
 	bin := buildBinary(t)
-	cmd, stdin, stderr, done := startBinary(t, bin, "produce", "-b", testcluster.FreeAddr(t), "-t", "t", "-X", "max.block.ms=60000")
+	// A "broker" that accepts and never answers: its accept shows that the
+	// process is up, with its signal handler (set first thing in main),
+	// and has made its producer, which then reads the line and waits for
+	// metadata.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	cmd, stdin, stderr, done := startBinary(t, bin, "produce", "-b", l.Addr().String(), "-t", "t", "-X", "max.block.ms=60000")
 	if _, err := stdin.Write([]byte("a\n")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the line is read; its Send waits for metadata
+	select {
+	case c := <-accepted:
+		t.Cleanup(func() { c.Close() })
+	case err := <-done:
+		t.Fatalf("exited before connecting (%v):\n%s", err, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no connection from the process in 30s:\n%s", stderr.String())
+	}
+	time.Sleep(100 * time.Millisecond) // the line, already written, is read
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
