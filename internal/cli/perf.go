@@ -27,8 +27,8 @@ const perfDescription = `Measure the producer's throughput and latency, like Kaf
 	`with latency percentiles over every record (Send to callback). ` +
 	`Without --bootstrap-server (or bootstrap.servers in the other flags) it starts an ` +
 	`embedded 3-broker in-process cluster (kfake) with the topic, so "kprod perf" alone runs a benchmark. ` +
-	`SIGINT/SIGTERM ends the run early after delivering what was sent, for at most 10s ` +
-	`(exit status 130, or 1 if records failed); a second signal exits at once. ` +
+	`SIGINT/SIGTERM ends the run early after delivering what was sent (and committing the open transaction), for at most 10s ` +
+	`(exit status 130, or 1 if records failed or the commit did); a second signal exits at once. ` +
 	`The exit status is 1 when records failed or an error stopped the run, 2 for bad flags or settings.`
 
 type perfCmd struct {
@@ -188,6 +188,9 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 	interrupted := ctx.Err() != nil
 	if ready {
 		interrupted = c.produce(ctx, p, r, newPayloadGen(c, payloads), start)
+	}
+	if interrupted {
+		c.txn.finish(gctx, p, r)
 	}
 	closeErr := closeProducer(gctx, p, cfg.DeliveryTimeout)
 	end := time.Now()

@@ -113,3 +113,68 @@ func TestPerfClockStartsAfterInitTransactions(t *testing.T) {
 			r.Records, r.ElapsedSec, initDelay)
 	}
 }
+
+// SIGINT while perf waits in CommitTransaction: an interrupt, not an
+// error that stopped the run, and the commit is finished within the grace.
+func TestPerfInterruptDuringCommit(t *testing.T) {
+	withTestGrace(t, 5*time.Second)
+	c := newTestCluster(t, 1, "t")
+	var inCommit atomic.Bool
+	var commits atomic.Int32
+	entered := make(chan struct{})
+	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if kreq.(*kmsg.EndTxnRequest).Commit {
+			commits.Add(1)
+		}
+		if inCommit.CompareAndSwap(false, true) {
+			close(entered)
+			time.Sleep(time.Second) // the commit is slow
+		}
+		return nil, nil, false
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-entered
+		cancel() // SIGINT while CommitTransaction waits
+	}()
+	code, stdout, stderr := runCLI(ctx, nil, "perf", "-b", c.ListenAddrs()[0], "--topic", "t",
+		"--num-records", "1000000", "--throughput", "2000", "--transaction-duration-ms", "100", "--json")
+	r, _ := decodePerfJSON(t, stdout)
+	if code != exitInterrupted || !r.Interrupted || r.Stopped != "" {
+		t.Errorf("exit %d, interrupted %v, stopped %q; want exit %d, interrupted, not stopped\nstderr: %s",
+			code, r.Interrupted, r.Stopped, exitInterrupted, stderr)
+	}
+	if commits.Load() == 0 {
+		t.Error("no commit reached the coordinator")
+	}
+}
+
+// SIGINT in the middle of a transaction: its acknowledged records, which
+// the summary counts as sent, are committed, not aborted by Close.
+func TestPerfInterruptCommitsOpenTxn(t *testing.T) {
+	withTestGrace(t, 5*time.Second)
+	c := newTestCluster(t, 1, "t")
+	var commits, aborts atomic.Int32
+	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if kreq.(*kmsg.EndTxnRequest).Commit {
+			commits.Add(1)
+		} else {
+			aborts.Add(1)
+		}
+		return nil, nil, false
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	code, stdout, stderr := runCLI(ctx, nil, "perf", "-b", c.ListenAddrs()[0], "--topic", "t",
+		"--num-records", "1000000", "--throughput", "2000", "--transaction-duration-ms", "60000", "--json")
+	r, _ := decodePerfJSON(t, stdout)
+	if r.Records == 0 {
+		t.Fatalf("no record acknowledged in 500ms: the test tests nothing\nstderr: %s", stderr)
+	}
+	if commits.Load() != 1 || aborts.Load() != 0 || code != exitInterrupted || r.Stopped != "" {
+		t.Errorf("%d records reported sent; %d commits, %d aborts, exit %d, stopped %q: want the open transaction committed, exit %d\nstderr: %s",
+			r.Records, commits.Load(), aborts.Load(), code, r.Stopped, exitInterrupted, stderr)
+	}
+}

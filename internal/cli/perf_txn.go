@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +21,7 @@ type perfTxn struct {
 	durDef     *flagDef
 	dur        time.Duration // 0: no transactions
 	open       bool
+	unfinished bool // a commit that an interrupt cut short: finish commits it
 	start      time.Time
 }
 
@@ -99,7 +101,30 @@ func (t *perfTxn) maybeCommit(ctx context.Context, p *kprod.Producer, r *perfRun
 	}
 	t.open = false
 	if err := p.CommitTransaction(ctx); err != nil {
+		if ctx.Err() != nil {
+			t.unfinished = true // interrupted, not stopped by an error: finish commits it
+			return false
+		}
 		return t.fail(r, fmt.Errorf("commit: %w", err))
 	}
 	return true
+}
+
+// finish commits, after an interrupt and within its grace (gctx), the
+// transaction the run left open or whose commit the interrupt cut short:
+// the run reports its acknowledged records as sent, so they must be
+// committed, not aborted by Close. If the commit fails, the run stops with
+// an error saying so (exit status 1).
+func (t *perfTxn) finish(gctx context.Context, p *kprod.Producer, r *perfRun) {
+	if !t.open && !t.unfinished || r.fatal.Load() != nil {
+		return // nothing open; or an error stopped the run, and Close aborts
+	}
+	t.open, t.unfinished = false, false
+	err := p.CommitTransaction(gctx)
+	for errors.Is(err, kprod.ErrTransactionTimeout) && gctx.Err() == nil {
+		err = p.CommitTransaction(gctx) // the outcome is not known yet
+	}
+	if err != nil {
+		t.fail(r, fmt.Errorf("commit after the interrupt: %w; the records of the last transaction are not committed (read_committed consumers will not see them)", err))
+	}
 }
