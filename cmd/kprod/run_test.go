@@ -195,7 +195,7 @@ func TestPerfTextOutput(t *testing.T) {
 	if !total.MatchString(stdout) || !steady.MatchString(stdout) {
 		t.Errorf("stdout lacks Java's summary lines:\n%s", stdout)
 	}
-	if !strings.Contains(stdout, "producer-metrics:record-send-total ") || !strings.Contains(stdout, "producer-metrics:request-latency-avg") || !strings.Contains(stdout, "perf:record-error-total") {
+	if !strings.Contains(stdout, "producer-metrics:record-send-total:{client-id=perf-producer-client} ") || !strings.Contains(stdout, "producer-metrics:request-latency-avg:") || !strings.Contains(stdout, "producer-topic-metrics:byte-rate:{client-id=perf-producer-client, topic=") || !strings.Contains(stdout, "perf:record-error-total") {
 		t.Errorf("--print-metrics printed no counts:\n%s", stdout)
 	}
 	if !strings.Contains(stderr, "Warmup first 500 records") {

@@ -71,6 +71,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			newPerfCmd().usage(stdout)
 		case "produce":
 			newProduceCmd().usage(stdout)
+		case "version":
+			fmt.Fprintln(stdout, "kprod version: prints kprod's version, the Go version it was built with, and the platform")
+		case "help":
+			usage(stdout)
 		default:
 			fmt.Fprintf(stderr, "kprod help: unknown command %q; the commands are perf, produce, version\n", rest[0])
 			return exitUsage

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -218,7 +220,8 @@ func (fs *flagSet) unknown(name string) error {
 		return usagef("unknown flag %s: %s", name, h)
 	}
 	best, bestDist := "", 4
-	for k := range fs.byKey {
+	// In sorted order, so that a tie gives the same suggestion every run.
+	for _, k := range slices.Sorted(maps.Keys(fs.byKey)) {
 		if d := editDistance(strings.TrimLeft(name, "-"), strings.TrimLeft(k, "-")); d < bestDist {
 			best, bestDist = k, d
 		}

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,7 @@ func newPerfCmd() *perfCmd {
 		payloadDelimiter: `\n`, partitions: 6, reportingMs: 5000}
 	fs := newFlagSet("perf")
 	fs.stringVar(&c.topic, []string{"--topic"}, "TOPIC", "produce messages to this topic")
+	fs.unknownHint("-t", "kprod perf names the topic with --topic, as Java's ProducerPerformance does (-t is kprod produce's)")
 	fs.intVar(&c.numRecords, []string{"--num-records"}, "NUM-RECORDS", "number of messages to produce")
 	c.recordSizeDef = fs.intVar(&c.recordSize, []string{"--record-size"}, "RECORD-SIZE",
 		"message size in bytes: random upper-case letters, as Java's tool sends. Give at most one of --record-size, --payload-file, --payload-monotonic")
@@ -105,6 +107,7 @@ type perfRun struct {
 	lastAck       progress
 	maxBlock      time.Duration
 	metrics       kprod.Metrics // the producer's, taken after the last record
+	clientID      string        // for the metrics' tags
 }
 
 func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -176,7 +179,7 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 	// gets interruptGrace from the signal on.
 	gctx, cancelGrace := withGrace(ctx, interruptGrace)
 	defer cancelGrace()
-	r := &perfRun{maxBlock: cfg.MaxBlock}
+	r := &perfRun{maxBlock: cfg.MaxBlock, clientID: cfg.ClientID}
 	// InitTransactions comes before the clocks start, as Java's tool calls
 	// initTransactions() before it takes startMs: its time is setup, not
 	// throughput, and the throttle must not catch up on it with a burst.
@@ -423,7 +426,7 @@ func (c *perfCmd) report(stdout, stderr io.Writer, r *perfRun, end time.Time, em
 		_ = enc.Encode(out)
 		if c.printMetrics {
 			// stdout is the JSON document; the metrics table goes beside it.
-			printMetrics(stderr, r.metrics, total, r.sent.Load(), failed, errs)
+			printMetrics(stderr, r.metrics, r.clientID, total, r.sent.Load(), failed, errs)
 		}
 		return
 	}
@@ -435,7 +438,7 @@ func (c *perfCmd) report(stdout, stderr io.Writer, r *perfRun, end time.Time, em
 		fmt.Fprintf(stdout, "%d records failed: %s.\n", failed, r.fails.summary())
 	}
 	if c.printMetrics {
-		printMetrics(stdout, r.metrics, total, r.sent.Load(), failed, errs)
+		printMetrics(stdout, r.metrics, r.clientID, total, r.sent.Load(), failed, errs)
 	}
 }
 
@@ -459,15 +462,17 @@ type perfJSON struct {
 	SteadyState   *result          `json:"steady_state,omitempty"`
 }
 
-// printMetrics prints the producer's metrics by their Java names, as
-// the Java tool's --print-metrics does, then the tool's own counts.
-func printMetrics(w io.Writer, m kprod.Metrics, r result, sent, failed int64, errs map[string]int64) {
+// printMetrics prints the producer's metrics as the Java tool's
+// --print-metrics does (ToolsUtils.printMetrics: group:name:{tags}), then
+// the tool's own counts.
+func printMetrics(w io.Writer, m kprod.Metrics, clientID string, r result, sent, failed int64, errs map[string]int64) {
 	fmt.Fprintln(w)
 	var rows [][2]string
 	all := m.Map()
 	for _, k := range m.MetricNames() {
-		rows = append(rows, [2]string{"producer-metrics:" + k, strconv.FormatFloat(all[k], 'f', 3, 64)})
+		rows = append(rows, [2]string{javaMetricName(k, clientID), strconv.FormatFloat(all[k], 'f', 3, 64)})
 	}
+	slices.SortFunc(rows, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
 	rows = append(rows,
 		[2]string{"perf:record-send-total", strconv.FormatInt(sent, 10)},
 		[2]string{"perf:record-ack-total", strconv.FormatInt(r.Records, 10)},
@@ -592,4 +597,15 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// javaMetricName is a kprod metric name ("record-send-rate", or
+// "byte-rate{topic=t}" for a topic's) as Java prints the MetricName:
+// its group, name and tags, e.g.
+// "producer-topic-metrics:byte-rate:{client-id=c, topic=t}".
+func javaMetricName(k, clientID string) string {
+	if name, tags, ok := strings.Cut(k, "{"); ok {
+		return "producer-topic-metrics:" + name + ":{client-id=" + clientID + ", " + tags
+	}
+	return "producer-metrics:" + k + ":{client-id=" + clientID + "}"
 }

@@ -30,6 +30,7 @@ func (t *perfTxn) register(fs *flagSet) {
 		"send the records in transactions with this transactional.id; it takes precedence over transactional.id in the other flags. With only --transaction-duration-ms, the id is performance-producer-<random uuid>")
 	t.durDef = fs.intVar(&t.durationMs, []string{"--transaction-duration-ms"}, "MS",
 		"commit each transaction once it has been open MS milliseconds (greater than 0); 3000 when only a transactional id is given")
+	t.durDef.def = "" // no transactions unless set; 3000 as said above
 }
 
 // apply sets the transactional id as Java's tool does and decides whether

@@ -175,7 +175,7 @@ func (c *produceCmd) run(ctx context.Context, args []string, stdin io.Reader, st
 			what = fmt.Sprintf("line %d", l.n)
 		}
 		if l.tooLong > 0 {
-			r.fails.add(what, fmt.Errorf("%w: %d bytes, more than max.request.size (%d)", kerr.ErrRecordTooLarge, l.tooLong, cfg.MaxRequestSize))
+			r.fails.add(what, fmt.Errorf("%w: %d bytes, more than max.request.size (%d); raise max.request.size (-X max.request.size=..., and the topic's max.message.bytes) or send it smaller", kerr.ErrRecordTooLarge, l.tooLong, cfg.MaxRequestSize))
 			return
 		}
 		data := l.data
