@@ -242,6 +242,7 @@ func TestRedactConfigErrors(t *testing.T) {
 		"jaas module for another mech":   {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": jaas(";")},
 		"jaas without SASL":              {"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI", "sasl.jaas.config": jaas(";")},
 		"keystore key without its chain": {"security.protocol": "SSL", "ssl.keystore.key": "-----BEGIN PRIVATE KEY-----\n" + pw + "\n-----END PRIVATE KEY-----\n"},
+		"config provider's parameter":    {"config.providers.vault.param.vault.token": pw},
 	} {
 		props["bootstrap.servers"] = redactBroker
 		_, err := ConfigFromProperties(props)

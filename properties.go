@@ -272,6 +272,11 @@ func (c *Config) Set(name, value string) error {
 		if !ok {
 			reason = rejectedProperties["config.providers"]
 		}
+		if value != "" {
+			// A provider's parameters hold its credentials (a vault
+			// token, say), and the reason does not depend on the value.
+			value = "[hidden]"
+		}
 		return invalid(name, value, reason)
 	}
 	if javaOnly(name) {
