@@ -339,12 +339,22 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 // The record is encoded into the batch buffer here, on the caller's
 // goroutine, so the sender only has to seal. The result tells the sticky
 // partitioner what the record did to its batch.
-func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool) (appendResult, error) {
+//
+// A sticky record whose partition must switch gets errSwitchSticky, also
+// after it waited for memory (others may have moved the sticky partition
+// meanwhile: Java's second partitionChanged); the memory it got then is
+// kept in held for the append to the next partition, as Java keeps its
+// buffer. held must be empty when append returns anything else.
+func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool, held *heldBuf) (appendResult, error) {
 	ok, full, grown, err := a.tryAppend(q, r, ts, cb, recSize, sticky)
 	if err != nil {
+		if err != errSwitchSticky {
+			a.releaseHeld(held)
+		}
 		return appendResult{}, err
 	}
 	if ok {
+		a.releaseHeld(held)
 		if full {
 			a.wake() // it can go now: see the sender's sendable
 		}
@@ -354,9 +364,15 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	// a batch of one record larger than batch.size is full at once.
 	limit := max(a.batchSize, recSize)
 	size, ratio := a.newBatchSize(q, limit)
-	buf, err := a.pool.allocate(ctx, size, maxBlock)
-	if err != nil {
-		return appendResult{}, err
+	var buf []byte
+	if held.buf != nil && held.size >= size {
+		buf, size = held.buf, held.size
+		*held = heldBuf{}
+	} else {
+		a.releaseHeld(held)
+		if buf, err = a.pool.allocate(ctx, size, maxBlock); err != nil {
+			return appendResult{}, err
+		}
 	}
 	if a.testAfterAllocate != nil {
 		a.testAfterAllocate()
@@ -366,6 +382,11 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		q.mu.Unlock()
 		a.pool.release(buf, size)
 		return appendResult{}, errAppendClosed
+	}
+	if sticky && a.stickySwitchDueLocked(q) {
+		q.mu.Unlock()
+		*held = heldBuf{buf: buf, size: size}
+		return appendResult{}, errSwitchSticky
 	}
 	if ok, full, grown := a.tryAppendLocked(q, r, ts, cb, recSize); ok {
 		// Another sender made room meanwhile.
@@ -407,6 +428,21 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	// they fill it.
 	a.wake()
 	return appendResult{lastFull: lastFull, appended: grown}, nil
+}
+
+// heldBuf is memory an append got from the pool for a partition that it
+// then had to leave (errSwitchSticky), kept for the next one.
+type heldBuf struct {
+	buf  []byte
+	size int // charged to the pool
+}
+
+// releaseHeld gives back what held holds, if anything.
+func (a *accumulator) releaseHeld(held *heldBuf) {
+	if held.buf != nil {
+		a.pool.release(held.buf, held.size)
+		*held = heldBuf{}
+	}
 }
 
 // appendResult is what an append did to its partition's batches (Java's

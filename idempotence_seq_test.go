@@ -35,7 +35,7 @@ func TestSequenceWrap(t *testing.T) {
 		for range n {
 			r := &Record{Topic: "t", Value: []byte("v"), Timestamp: ts}
 			size := recbatch.RecordSize(0, 0, nil, r.Value, nil) + recbatch.HeaderSize
-			if _, err := p.acc.append(context.Background(), q, r, ts.UnixMilli(), func(*Record, error) {}, size, time.Second, false); err != nil {
+			if _, err := p.acc.append(context.Background(), q, r, ts.UnixMilli(), func(*Record, error) {}, size, time.Second, false, &heldBuf{}); err != nil {
 				t.Fatal(err)
 			}
 		}

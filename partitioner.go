@@ -182,7 +182,8 @@ func (p *Producer) userPartition(mt *cluster.Topic, r *Record, n int32) (part in
 // deque lock: switch after batch.size bytes if the partition's last batch
 // takes no more records, and after 2 × batch.size bytes in any case; and
 // accumulator.stickySwitchDueLocked is the check Java makes before each
-// append, under the same partition lock as the append (partitionChanged):
+// append, under the same partition lock as the append, and again after a
+// wait for memory (partitionChanged, both times):
 // past batch.size bytes, switch if no batch of the partition takes
 // records any more (they were sent meanwhile).
 // Concurrent Sends may each append once more to a partition being

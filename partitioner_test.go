@@ -535,3 +535,62 @@ func TestAdaptiveAvoidsSlowBrokerKfake(t *testing.T) {
 		t.Errorf("not adaptive: the slow broker got %.2f of its uniform share, want about 1", uniform)
 	}
 }
+
+// A sticky record that waited for memory goes where the sticky partition
+// is once it has the memory (Java's second partitionChanged), not to the
+// partition that was sticky when it began to wait: under back-pressure
+// every waiter would otherwise pile onto that one partition.
+func TestStickyRecheckedAfterMemoryWait(t *testing.T) {
+	c := newFake(t, 6)
+	cfg := testConfig(c)
+	cfg.Linger = time.Hour
+	cfg.DeliveryTimeout = 2 * time.Hour
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 10*time.Second)
+	metadataReady(t, p, "t")
+	reached, release := make(chan struct{}), make(chan struct{})
+	p.acc.testAfterAllocate = func() { close(reached); <-release }
+	r := &Record{Topic: "t", Value: []byte("x")}
+	done := make(chan error, 1)
+	go p.Send(ctx, r, func(_ *Record, err error) { done <- err })
+	waitClosed(t, reached, release, "the Send to get its memory")
+	p.acc.testAfterAllocate = nil
+	ts := p.acc.topic("t")
+	old, _ := stickyUnpack(ts.sticky.Load())
+	// Another Send moves the sticky partition on meanwhile.
+	mt := ts.metadata(p.cl.Snapshot())
+	now := old
+	for range 100 {
+		if now = p.stickySwitch(ts, mt, old); now != old {
+			break
+		}
+	}
+	if now == old {
+		t.Fatal("the sticky partition did not move: the test would test nothing")
+	}
+	close(release)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		p.acc.incMu.Lock()
+		n := len(p.acc.incomplete)
+		p.acc.incMu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the record was not buffered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r.Partition != now {
+		t.Fatalf("the record went to %d, the sticky partition before its wait for memory; it is %d now", r.Partition, now)
+	}
+	if m := p.Metrics(); m.BufferAvailableBytes != cfg.BufferMemory {
+		t.Errorf("buffer-available-bytes %d after the flush, want all of buffer.memory (%d): the memory kept across the switch was lost", m.BufferAvailableBytes, cfg.BufferMemory)
+	}
+}

@@ -403,8 +403,9 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 // partition the record went to.
 func (p *Producer) appendTo(ctx context.Context, t *topicState, mt *cluster.Topic, q *partq, part int32, r *Record, ts int64,
 	cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool) (int32, appendResult, error) {
+	var held heldBuf // memory an append got for a partition it then had to leave
 	for {
-		res, err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock, sticky)
+		res, err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock, sticky, &held)
 		if err != errSwitchSticky {
 			return part, res, err
 		}
