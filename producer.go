@@ -199,6 +199,10 @@ func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error))
 // sendWith is Send; silent says that nobody will learn of the record's
 // failure (no callback: see txnManager.sendFailed).
 func (p *Producer) sendWith(ctx context.Context, r *Record, cb func(*Record, error), silent bool) {
+	if r != nil {
+		// On its way while the partition is picked (recbatch.Prefetch).
+		recbatch.Prefetch(r.Value)
+	}
 	if cb == nil {
 		cb = func(*Record, error) {}
 	}

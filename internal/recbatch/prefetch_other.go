@@ -1,0 +1,6 @@
+//go:build !amd64
+
+package recbatch
+
+// Prefetch does nothing here (see prefetch_amd64.go).
+func Prefetch(b []byte) {}
