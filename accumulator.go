@@ -187,8 +187,10 @@ type partq struct {
 	suspectEnd int64    // idempotence: a failed batch ended here, -1 none
 	ackedPID   int64    // idempotence: a batch of this producer id was acknowledged here (in any epoch), else -1
 	pending    []*batch // idempotence: batches with a sequence, not yet completed, by sequence
-	// parked: acknowledged batches whose callbacks wait for an older
-	// batch of the partition to settle (sender.succeed), oldest first.
+	// parked: batches done with the broker whose callbacks wait for an
+	// older batch of the partition to complete, oldest first: acknowledged
+	// while an older one is unsettled (sender.succeed), or failed for good
+	// while an older one is still under way (sender.failInOrder).
 	parked []parkedAck
 	// idempotence: the producer id and epoch the sequences are numbered
 	// in (-1 before the first batch), and whether the partition waits
@@ -249,6 +251,7 @@ type batch struct {
 	inFlight    bool // in a request not yet answered
 	completed   bool // callbacks have run
 	acked       bool // idempotence: counted as acknowledged; its callbacks wait (sender.succeed)
+	seqDone     bool // idempotence: failed, its sequences settled; its callbacks wait (sender.failInOrder)
 	// maybeWrittenAt: when the first attempt that ended without saying
 	// the batch was not written (the request failed, REQUEST_TIMED_OUT,
 	// ...) was sent; zero if none did. See sender.maySplit.

@@ -317,3 +317,130 @@ func TestCallbackOrderRetryQueuedBehindInFlight(t *testing.T) {
 		t.Fatalf("callbacks ran in the order %v, want [0 1]", order)
 	}
 }
+
+// A forced Close fails the requests in flight in the order they were
+// sent; when an older batch's retry went out behind a newer batch, the
+// newer one's failure waits for the older one's, so that the partition's
+// callbacks still run in order.
+func TestCallbackOrderForcedCloseRetryBehind(t *testing.T) {
+	for _, idem := range []bool{true, false} {
+		t.Run(map[bool]string{true: "idempotent", false: "at-least-once"}[idem], func(t *testing.T) {
+			c := newFake(t, 1)
+			stop := stopAtCleanup(t)
+			var produces atomic.Int32
+			c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				switch produces.Add(1) {
+				case 1: // warm-up
+				case 2: // batch 0: refused (not written) once batch 1 is in flight
+					c.SleepControl(func() { sleepOrStop(300*time.Millisecond, stop) })
+					return produceResp(r.(*kmsg.ProduceRequest), kerr.NotLeaderOrFollower.Code, nil), nil, true
+				default: // batch 1, and batch 0 sent again: held
+					c.SleepControl(func() { sleepOrStop(20*time.Second, stop) })
+				}
+				return nil, nil, false
+			})
+			cfg := testConfig(c)
+			cfg.EnableIdempotence = &idem
+			cfg.Linger = 0
+			cfg.BatchSize = 16 // one batch per record
+			cfg.RetryBackoff, cfg.RetryBackoffMax = 10*time.Millisecond, 10*time.Millisecond
+			p, err := NewProducer(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := ctxT(t, 20*time.Second)
+			if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var order []int
+			var wg sync.WaitGroup
+			for i := range 2 {
+				wg.Add(1)
+				p.Send(ctx, &Record{Topic: "t", Value: make([]byte, 64)}, func(_ *Record, err error) {
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					wg.Done()
+				})
+				if i == 0 {
+					waitInFlight(t, p, 1)
+				}
+			}
+			for deadline := time.Now().Add(10 * time.Second); produces.Load() < 3; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("batch 0 was not answered")
+				}
+			}
+			waitInFlight(t, p, 2) // batch 1, and batch 0 again behind it
+			ended, cancel := context.WithCancel(context.Background())
+			cancel()
+			p.Close(ended)
+			wg.Wait()
+			if order[0] != 0 {
+				t.Fatalf("callbacks ran in the order %v, want [0 1]", order)
+			}
+		})
+	}
+}
+
+// A batch that fails for good (INVALID_RECORD) while an older batch of
+// its partition waits for its retry completes after it.
+func TestCallbackOrderFailureBehindRetry(t *testing.T) {
+	for _, idem := range []bool{false, true} {
+		t.Run(map[bool]string{false: "at-least-once", true: "idempotent"}[idem], func(t *testing.T) {
+			c := newFake(t, 1)
+			stop := stopAtCleanup(t)
+			var produces atomic.Int32
+			c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				req := r.(*kmsg.ProduceRequest)
+				switch produces.Add(1) {
+				case 1: // warm-up
+					return nil, nil, false
+				case 2: // batch 0: answered once batch 1 is in flight too
+					c.SleepControl(func() { sleepOrStop(300*time.Millisecond, stop) })
+					return produceResp(req, fkerr.NotEnoughReplicas.Code, nil), nil, true
+				case 3: // batch 1
+					return produceResp(req, fkerr.InvalidRecord.Code, nil), nil, true
+				}
+				return nil, nil, false
+			})
+			cfg := testConfig(c)
+			cfg.EnableIdempotence = &idem
+			cfg.Linger = 0
+			cfg.BatchSize = 16
+			cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, time.Second
+			p := newTestProducer(t, cfg)
+			ctx := ctxT(t, 20*time.Second)
+			if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var order []int
+			var errs [2]error
+			var wg sync.WaitGroup
+			for i := range 2 {
+				wg.Add(1)
+				p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 64)}).ToPartition(0), func(_ *Record, err error) {
+					mu.Lock()
+					order = append(order, i)
+					errs[i] = err
+					mu.Unlock()
+					wg.Done()
+				})
+				if i == 0 {
+					waitInFlight(t, p, 1)
+				}
+			}
+			wg.Wait()
+			if order[0] != 0 {
+				t.Fatalf("callbacks of partition 0 ran in the order %v, want [0 1] (errors %v)", order, errs)
+			}
+			if errs[0] != nil || !errors.Is(errs[1], kerr.InvalidRecord) {
+				t.Errorf("errors %v, want batch 0 delivered on its retry and batch 1 refused as invalid", errs)
+			}
+		})
+	}
+}

@@ -157,6 +157,7 @@ func (s *sender) run() {
 			}
 			if s.inflight == 0 {
 				s.abortQueued(buffered)
+				s.unparkAll() // nothing older is left under way
 				return
 			}
 			// Closing the connections fails what is in flight; those
@@ -693,9 +694,9 @@ func (s *sender) retryOrFail(b *batch, now time.Time, cause error, retriable boo
 	switch {
 	case isClosed(s.force):
 		b.aborted = true
-		s.complete(b, -1, -1, -1, fmt.Errorf("%w: the producer was closed before the broker acknowledged it, which may have written it (last error: %v)", kerr.ErrAborted, cause))
+		s.failInOrder(b, fmt.Errorf("%w: the producer was closed before the broker acknowledged it, which may have written it (last error: %v)", kerr.ErrAborted, cause))
 	case !retriable:
-		s.complete(b, -1, -1, -1, cause)
+		s.failInOrder(b, cause)
 	case now.Sub(b.created) >= p.cfg.DeliveryTimeout && s.olderQueued(b):
 		// An older batch's retry waits in the deque: this one expires
 		// there too, after it (sendReady), so that callbacks keep their
@@ -703,9 +704,9 @@ func (s *sender) retryOrFail(b *batch, now time.Time, cause error, retriable boo
 		b.lastErr = cause
 		s.requeue(b)
 	case now.Sub(b.created) >= p.cfg.DeliveryTimeout:
-		s.complete(b, -1, -1, -1, s.timeoutErr(b, now, cause))
+		s.failInOrder(b, s.timeoutErr(b, now, cause))
 	case b.attempts >= p.cfg.Retries:
-		s.complete(b, -1, -1, -1, fmt.Errorf("giving up on %s[%d] after %d retries (retries; the default, unlimited within delivery.timeout.ms, would go on): %w", b.q.topic.name, b.q.partition, b.attempts, cause))
+		s.failInOrder(b, fmt.Errorf("giving up on %s[%d] after %d retries (retries; the default, unlimited within delivery.timeout.ms, would go on): %w", b.q.topic.name, b.q.partition, b.attempts, cause))
 	default:
 		b.attempts++
 		b.lastErr = cause
@@ -823,6 +824,34 @@ func (s *sender) expireInFlight(now time.Time) (next time.Time) {
 // sequence order).
 func older(a, b *batch) bool { return a.id < b.id || a.id == b.id && a.seq < b.seq }
 
+// failInOrder fails b, which is not in flight, or, if an older batch of
+// its partition is still under way (queued for a retry, in flight, or
+// parked), parks the failure until that one has completed: a newer batch
+// can fail for good (a non-retriable error, retries spent, a forced
+// Close) while an older one waits for its retry, and the partition's
+// callbacks must still run in order.
+func (s *sender) failInOrder(b *batch, err error) {
+	if !s.olderUnfinished(b) {
+		s.complete(b, -1, -1, -1, err)
+		return
+	}
+	delete(s.inFlightB, b)
+	if s.idemOn && !b.acked {
+		s.onBatchDone(b, err) // its sequences failed now, not when its callbacks run
+		b.seqDone = true
+	}
+	s.park(parkedAck{b: b, baseOffset: -1, logAppendTime: -1, epoch: -1, err: err})
+}
+
+// olderUnfinished reports whether b's partition has a batch older than b
+// that has not completed: unsettled (idempotence), queued, in flight, or
+// parked.
+func (s *sender) olderUnfinished(b *batch) bool {
+	q := b.q
+	return len(q.pending) > 0 && older(q.pending[0], b) || len(q.parked) > 0 && older(q.parked[0].b, b) ||
+		s.olderQueued(b) || s.olderInFlight(b)
+}
+
 // olderQueued reports whether b's partition has a batch older than b
 // waiting in its deque: a retry, put back at the front.
 func (s *sender) olderQueued(b *batch) bool {
@@ -900,38 +929,76 @@ func (s *sender) succeed(b *batch, baseOffset, logAppendTime int64) {
 		return
 	}
 	q := b.q
-	if s.idemOn && b.seq != noSeq && len(q.pending) > 0 && older(q.pending[0], b) {
+	if s.idemOn && b.seq != noSeq && (len(q.pending) > 0 && older(q.pending[0], b) || len(q.parked) > 0 && older(q.parked[0].b, b)) {
 		s.onBatchDone(b, nil)
 		b.acked = true
 		delete(s.inFlightB, b)
-		i, _ := slices.BinarySearchFunc(q.parked, b, func(pk parkedAck, b *batch) int {
-			return cmp.Or(cmp.Compare(pk.b.id, b.id), cmp.Compare(pk.b.seq, b.seq))
-		})
-		q.parked = slices.Insert(q.parked, i, parkedAck{b, baseOffset, logAppendTime, b.leaderEpoch})
+		s.park(parkedAck{b, baseOffset, logAppendTime, b.leaderEpoch, nil})
 		return
 	}
 	s.complete(b, baseOffset, logAppendTime, b.leaderEpoch, nil)
 }
 
-// parkedAck is an acknowledged batch waiting for its callbacks (succeed).
+// parkedAck is a batch done with the broker whose callbacks wait for an
+// older batch of its partition: acknowledged (succeed), or failed for
+// good with err (failInOrder).
 type parkedAck struct {
 	b                         *batch
 	baseOffset, logAppendTime int64
 	epoch                     int32
+	err                       error
 }
 
-// unpark completes the parked batches of q that no unsettled batch is
+// park adds pk to its partition's parked batches, kept oldest first.
+func (s *sender) park(pk parkedAck) {
+	q := pk.b.q
+	i, _ := slices.BinarySearchFunc(q.parked, pk.b, func(pk parkedAck, b *batch) int {
+		return cmp.Or(cmp.Compare(pk.b.id, b.id), cmp.Compare(pk.b.seq, b.seq))
+	})
+	q.parked = slices.Insert(q.parked, i, pk)
+}
+
+// unpark completes the parked batches of q that no unfinished batch is
 // older than, oldest first.
 func (s *sender) unpark(q *partq) {
 	for len(q.parked) > 0 {
 		pk := q.parked[0]
-		if len(q.pending) > 0 && older(q.pending[0], pk.b) {
+		if len(q.pending) > 0 && older(q.pending[0], pk.b) || s.olderQueued(pk.b) || s.olderInFlight(pk.b) {
 			return
 		}
 		q.parked[0] = parkedAck{}
 		q.parked = q.parked[1:]
-		s.complete(pk.b, pk.baseOffset, pk.logAppendTime, pk.epoch, nil)
+		s.complete(pk.b, pk.baseOffset, pk.logAppendTime, pk.epoch, pk.err)
 	}
+}
+
+// unparkAll completes every parked batch, oldest first per partition:
+// for the sender's forced end, when no batch is under way any more (each
+// would have been completed by its older batch's completion already;
+// this only makes sure no callback is left out).
+func (s *sender) unparkAll() {
+	for _, q := range *s.p.acc.parts.Load() {
+		for len(q.parked) > 0 {
+			pk := q.parked[0]
+			q.parked[0] = parkedAck{}
+			q.parked = q.parked[1:]
+			s.complete(pk.b, pk.baseOffset, pk.logAppendTime, pk.epoch, pk.err)
+		}
+	}
+}
+
+// olderInFlight reports whether a batch of b's partition older than b is
+// in flight.
+func (s *sender) olderInFlight(b *batch) bool {
+	if b.q.inflight == 0 {
+		return false
+	}
+	for o := range s.inFlightB {
+		if o.q == b.q && older(o, b) {
+			return true
+		}
+	}
+	return false
 }
 
 // complete runs every callback of a batch, in offset order, and frees it.
@@ -961,7 +1028,7 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 			s.forcedFails++
 		}
 	}
-	if s.idemOn && !b.acked {
+	if s.idemOn && !b.acked && !b.seqDone {
 		s.onBatchDone(b, err)
 	}
 	if err != nil && s.txn.on {
