@@ -368,7 +368,14 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	limit := max(a.batchSize, recSize)
 	size, ratio := a.newBatchSize(q, limit)
 	var buf []byte
-	if held.buf != nil && held.size >= size {
+	if held.buf != nil && held.size >= limit {
+		// Always, as Java keeps its buffer: it was sized for this very
+		// record. If this partition's estimate wants a larger one, the
+		// batch fills by what the held one holds, as when the size is
+		// capped (newBatchSize), rather than wait for memory again.
+		if held.size < size {
+			ratio = max(ratio, recbatch.EstimateForCapacity(limit, held.size))
+		}
 		buf, size = held.buf, held.size
 		*held = heldBuf{}
 	} else {

@@ -444,3 +444,79 @@ func TestCallbackOrderFailureBehindRetry(t *testing.T) {
 		})
 	}
 }
+
+// At least once, a failure parked behind two queued retries (failInOrder)
+// still waits for both when a forced Close fails the queue: the deque is
+// emptied one batch at a time, each just before it completes.
+func TestCallbackOrderForcedCloseParkedBehindQueued(t *testing.T) {
+	c := newFake(t, 1)
+	stop := stopAtCleanup(t)
+	wait, open := gate(t)
+	var produces atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := r.(*kmsg.ProduceRequest)
+		n := produces.Add(1)
+		if n == 1 {
+			return nil, nil, false // warm-up
+		}
+		d := time.Duration(n-2) * 100 * time.Millisecond
+		c.SleepControl(func() {
+			select {
+			case <-wait:
+			case <-stop:
+			}
+			sleepOrStop(d, stop)
+		})
+		switch n {
+		case 2, 3:
+			return produceResp(req, fkerr.NotEnoughReplicas.Code, nil), nil, true
+		default:
+			return produceResp(req, fkerr.InvalidRecord.Code, nil), nil, true
+		}
+	})
+	idem := false
+	cfg := testConfig(c)
+	cfg.EnableIdempotence = &idem
+	cfg.Acks = AcksLeader
+	cfg.Linger = 0
+	cfg.BatchSize = 16
+	cfg.RetryBackoff, cfg.RetryBackoffMax = 20*time.Second, 20*time.Second
+	p, err := NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int
+	var errs [3]error
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 64)}).ToPartition(0), func(_ *Record, err error) {
+			mu.Lock()
+			order = append(order, i)
+			errs[i] = err
+			mu.Unlock()
+			wg.Done()
+		})
+		waitInFlight(t, p, int64(i+1))
+	}
+	open()
+	for deadline := time.Now().Add(10 * time.Second); p.Metrics().RequestsInFlight > 0 || produces.Load() < 4; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not all answered")
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	p.Close(ended)
+	wg.Wait()
+	if order[0] != 0 || order[1] != 1 || order[2] != 2 {
+		t.Fatalf("callbacks ran in the order %v, want [0 1 2] (errors %v)", order, errs)
+	}
+}

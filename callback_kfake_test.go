@@ -429,3 +429,45 @@ func TestFailedRecordCallbackFields(t *testing.T) {
 		t.Errorf("failed before buffering, partition chosen by the caller: Partition %d, Offset %d; want 2, -1", chosen.Partition, chosen.Offset)
 	}
 }
+
+// A waiter that gives up while the callbacks run does not hand the memory
+// held for them to the next waiter.
+func TestSendFromCallbackWaiterLeaves(t *testing.T) {
+	c := newFake(t, 3)
+	cfg := testConfig(c)
+	cfg.BatchSize = 1024
+	cfg.BufferMemory = 1024
+	cfg.Linger = 0
+	cfg.MaxBlock = time.Minute
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
+		t.Fatal(err)
+	}
+	open := holdRequests(t, c, kmsg.Produce)
+	got := make(chan error, 1)
+	p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(0), func(_ *Record, err error) {
+		time.Sleep(300 * time.Millisecond) // the callback does some work; the first waiter gives up meanwhile
+		got <- sendOutcome(p, 0)
+	})
+	short, cancel := context.WithCancel(ctx)
+	w1 := make(chan error, 1)
+	go func() { w1 <- p.SendSync(short, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(1)) }()
+	for p.Metrics().WaitingThreads < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	w2 := make(chan error, 1)
+	go func() { w2 <- p.SendSync(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(2)) }()
+	for p.Metrics().WaitingThreads < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	open()
+	time.AfterFunc(100*time.Millisecond, cancel)
+	if err := <-got; err != nil {
+		t.Errorf("record sent again from the callback while other Sends waited: %v; want its batch's memory", err)
+	}
+	<-w1
+	if err := <-w2; err != nil {
+		t.Logf("second waiter: %v", err)
+	}
+}

@@ -594,3 +594,72 @@ func TestStickyRecheckedAfterMemoryWait(t *testing.T) {
 		t.Errorf("buffer-available-bytes %d after the flush, want all of buffer.memory (%d): the memory kept across the switch was lost", m.BufferAvailableBytes, cfg.BufferMemory)
 	}
 }
+
+// The memory a sticky record got before its partition moved goes with it,
+// even when the new partition's compression estimate would want a larger
+// buffer: it does not wait for memory a second time (Java keeps its
+// buffer), which blocked Send about twice max.block.ms and then failed it.
+func TestStickySwitchKeepsHeldMemory(t *testing.T) {
+	c := newFake(t, 6)
+	cfg := testConfig(c)
+	cfg.CompressionType = CompressionLz4
+	cfg.BatchSize = 16384
+	cfg.BufferMemory = 4 * 16384
+	cfg.MaxBlock = 400 * time.Millisecond
+	cfg.Linger = time.Hour
+	cfg.DeliveryTimeout = 2 * time.Hour
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 10*time.Second)
+	metadataReady(t, p, "t")
+	ts := p.acc.topic("t")
+	ts.ratio.Store(math.Float32bits(0.25)) // compresses 4:1: a batch may hold up to 4 x batch.size raw
+	mt := ts.metadata(p.cl.Snapshot())
+	old, _ := stickyUnpack(ts.sticky.Load())
+	if old < 0 {
+		old = p.stickyCurrent(ts, mt)
+	}
+	for i := range int32(6) {
+		q := p.acc.queue(ts, i)
+		if i != old {
+			q.lastRaw.Store(16384) // its next batch: 2 x batch.size
+		}
+	}
+	// All of buffer.memory in use; a quarter comes back after 300ms.
+	all, err := p.pool.allocate(ctx, 4*16384, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		p.pool.release(all[:0:0], 16384)
+	}()
+	var once sync.Once
+	p.acc.testAfterAllocate = func() {
+		once.Do(func() { // another Send moves the sticky partition on meanwhile
+			for range 100 {
+				if now := p.stickySwitch(ts, mt, old); now != old {
+					return
+				}
+			}
+			t.Error("the sticky partition did not move")
+		})
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	p.Send(ctx, &Record{Topic: "t", Value: []byte("x")}, func(_ *Record, err error) { done <- err })
+	blocked := time.Since(start)
+	select {
+	case err := <-done: // failed in Send
+		t.Fatalf("Send failed after %v: %v", blocked, err)
+	default:
+	}
+	if blocked > cfg.MaxBlock+150*time.Millisecond {
+		t.Errorf("Send blocked %v, more than max.block.ms %v", blocked, cfg.MaxBlock)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the record: %v", err)
+	}
+}

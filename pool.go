@@ -141,8 +141,11 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 		cause = w.err
 	default:
 		p.waiters.Remove(el)
-		// Our leaving may let the next waiter in.
-		p.wakeLocked()
+		// Our leaving may let the next waiter in (after the callbacks,
+		// if the sender holds memory for them: unhold wakes then).
+		if p.held == 0 {
+			p.wakeLocked()
+		}
 	}
 	if cause != nil {
 		p.mu.Unlock()

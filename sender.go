@@ -873,21 +873,32 @@ func (s *sender) abortOlderQueued(why func(*batch) error) {
 		}
 	}
 	for q, o := range oldest {
-		q.mu.Lock()
-		var bs []*batch
-		for len(q.batches) > 0 && older(q.batches[0], o) {
-			b := q.batches[0]
-			b.full = true
-			q.batches[0] = nil
-			q.batches = q.batches[1:]
-			bs = append(bs, b)
-		}
-		q.mu.Unlock()
-		for _, b := range bs {
+		for {
+			b := s.takeFront(q, func(b *batch) bool { return older(b, o) })
+			if b == nil {
+				break
+			}
 			b.aborted = true
 			s.complete(b, -1, -1, -1, why(b))
 		}
 	}
+}
+
+// takeFront takes the batch at the front of q's deque if there is one and
+// ok(it). One at a time, each just before it completes: the batches
+// behind it stay queued meanwhile, so that a failure parked behind them
+// (failInOrder) waits for them too.
+func (s *sender) takeFront(q *partq, ok func(*batch) bool) *batch {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.batches) == 0 || !ok(q.batches[0]) {
+		return nil
+	}
+	b := q.batches[0]
+	b.full = true
+	q.batches[0] = nil
+	q.batches = q.batches[1:]
+	return b
 }
 
 // abortQueued fails every batch still in a deque (Close's ctx ended, or
@@ -895,13 +906,13 @@ func (s *sender) abortOlderQueued(why func(*batch) error) {
 func (s *sender) abortQueued(why func(*batch) error) {
 	for _, q := range *s.p.acc.parts.Load() {
 		q.mu.Lock()
-		bs := q.batches
-		q.batches = nil
-		for _, b := range bs {
-			b.full = true
-		}
+		n := len(q.batches) // those queued now, not batches appended meanwhile
 		q.mu.Unlock()
-		for _, b := range bs {
+		for ; n > 0; n-- {
+			b := s.takeFront(q, func(*batch) bool { return true })
+			if b == nil {
+				break
+			}
 			b.aborted = true
 			s.complete(b, -1, -1, -1, why(b))
 		}
