@@ -118,14 +118,19 @@ check_node_arg() {
 
 installed() { [[ -f "$CACHE/.complete" && "$(cat "$CACHE/.complete")" == "$KAFKA_VERSION" ]]; }
 
+# ensure_tools [maven]: java and javac, and maven when asked (only an
+# install fetches jars with it).
 ensure_tools() {
 	local missing=()
 	# The JDK, not only a runtime: the compatibility tests compile Java
-	# programs (internal/javacompat) with javac.
-	if ! command -v "$JAVA" >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+	# programs (internal/javacompat) with the javac they find the way this
+	# script finds java: $JAVA_HOME/bin if set, else PATH.
+	if ! command -v "$JAVA" >/dev/null 2>&1 || ! command -v "${JAVA_HOME:+$JAVA_HOME/bin/}javac" >/dev/null 2>&1; then
 		missing+=(openjdk-17-jdk-headless)
 	fi
-	command -v mvn >/dev/null 2>&1 || missing+=(maven)
+	if [[ ${1:-} == maven ]] && ! command -v mvn >/dev/null 2>&1; then
+		missing+=(maven)
+	fi
 	((${#missing[@]} == 0)) && return 0
 	if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
 		log "installing ${missing[*]} with apt-get"
@@ -141,6 +146,7 @@ cmd_install() {
 		log "Kafka $KAFKA_VERSION already installed in $CACHE"
 		return 0
 	fi
+	ensure_tools maven
 	mkdir -p "$(dirname "$CACHE")"
 	exec 8>"$CACHE.lock"
 	flock -w 600 8 || die "another install holds $CACHE.lock"

@@ -99,6 +99,7 @@ fi
 
 up_status=0
 wait "$up_pid" || up_status=$?
+up_pid= # reaped: its pid may be reused by now, so cleanup must not signal it
 cat "$up_err" >&2
 if ((up_status != 0)); then
 	say "the Kafka test cluster did not start (status $up_status)"

@@ -190,7 +190,7 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 	rep := startReporter(r, c.numRecords, time.Duration(c.reportingMs)*time.Millisecond, out, stderr)
 	interrupted := ctx.Err() != nil
 	if ready {
-		interrupted = c.produce(ctx, p, r, newPayloadGen(c, payloads), start)
+		interrupted = c.produce(ctx, gctx, p, r, newPayloadGen(c, payloads), start)
 	}
 	if interrupted {
 		c.txn.finish(gctx, p, r)
@@ -307,8 +307,12 @@ func (c *perfCmd) readPayloads(stderr io.Writer) ([][]byte, error) {
 }
 
 // produce sends the records, throttled from start, and reports whether
-// ctx ended it. InitTransactions, if any, has been called.
-func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, gen *payloadGen, start time.Time) (interrupted bool) {
+// ctx ended it. InitTransactions, if any, has been called. Each Send gets
+// gctx, which the interrupt ends only after its grace: a Send that waits
+// for memory when the interrupt comes still buffers its record (which
+// the run then delivers, and commits), rather than fail it, which would
+// also make an open transaction abortable.
+func (c *perfCmd) produce(ctx, gctx context.Context, p *kprod.Producer, r *perfRun, gen *payloadGen, start time.Time) (interrupted bool) {
 	var first chan struct{}
 	var timer *time.Timer
 	defer func() {
@@ -337,13 +341,13 @@ func (c *perfCmd) produce(ctx context.Context, p *kprod.Producer, r *perfRun, ge
 		}
 		sendStart := time.Now()
 		r.sent.Add(1)
-		p.Send(ctx, rec, func(_ *kprod.Record, err error) {
+		p.Send(gctx, rec, func(_ *kprod.Record, err error) {
 			if firstCh != nil {
 				// Once the outcome is counted: the loop reads r.fatal then.
 				defer func() { firstCh <- struct{}{} }()
 			}
 			if err != nil {
-				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				if gctx.Err() != nil && errors.Is(err, gctx.Err()) {
 					r.sent.Add(-1) // never buffered: the run was interrupted
 					return
 				}

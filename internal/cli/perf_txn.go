@@ -125,7 +125,10 @@ func (t *perfTxn) finish(gctx context.Context, p *kprod.Producer, r *perfRun) {
 	for errors.Is(err, kprod.ErrTransactionTimeout) && gctx.Err() == nil {
 		err = p.CommitTransaction(gctx) // the outcome is not known yet
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, kprod.ErrTransactionTimeout):
+		t.fail(r, fmt.Errorf("commit after the interrupt: %w; it did not finish within the interrupt's grace, so whether the last transaction committed is not known", err))
+	case err != nil:
 		t.fail(r, fmt.Errorf("commit after the interrupt: %w; the records of the last transaction are not committed (read_committed consumers will not see them)", err))
 	}
 }
