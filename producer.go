@@ -189,9 +189,10 @@ func NewProducer(cfg Config) (*Producer, error) {
 // which only that goroutine frees: with no room for it at once, it fails
 // with ErrBufferFull (the memory of the batch whose callbacks run is free
 // already, for records sent again, and kept for them ahead of Sends
-// waiting elsewhere, unless the batch expired while in flight). A transactional Send there fails with ErrTransactionState
-// while CommitTransaction or AbortTransaction ends the transaction. cb
-// may be nil.
+// waiting elsewhere, unless the batch expired while in flight). A
+// transactional Send there fails with ErrTransactionState while
+// CommitTransaction or AbortTransaction ends the transaction. cb may be
+// nil.
 func (p *Producer) Send(ctx context.Context, r *Record, cb func(*Record, error)) {
 	p.sendWith(ctx, r, cb, cb == nil)
 }

@@ -33,9 +33,9 @@ var (
 	// transaction for outliving transaction.timeout.ms and bumped the
 	// epoch, kprod tells the two apart by asking the coordinator for its
 	// epoch back (KIP-588) and reports ErrTransactionAbortable instead:
-	// abort and go on.) Errors wrapping it also wrap ErrFatal: every later call
-	// fails with it; close the producer (and make a new one if this
-	// process should go on producing with the id).
+	// abort and go on.) Errors wrapping it also wrap ErrFatal: every
+	// later call fails with it; close the producer (and make a new one if
+	// this process should go on producing with the id).
 	ErrProducerFenced = errors.New("kprod: producer fenced: the transactional.id has a newer epoch")
 
 	// ErrTransactionTimeout: InitTransactions, CommitTransaction or
