@@ -353,17 +353,9 @@ func TestCallbackOrderForcedCloseRetryBehind(t *testing.T) {
 			if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
 				t.Fatal(err)
 			}
-			var mu sync.Mutex
-			var order []int
-			var wg sync.WaitGroup
+			var o callbackOrder
 			for i := range 2 {
-				wg.Add(1)
-				p.Send(ctx, &Record{Topic: "t", Value: make([]byte, 64)}, func(_ *Record, err error) {
-					mu.Lock()
-					order = append(order, i)
-					mu.Unlock()
-					wg.Done()
-				})
+				o.send(ctx, p, i)
 				if i == 0 {
 					waitInFlight(t, p, 1)
 				}
@@ -377,9 +369,8 @@ func TestCallbackOrderForcedCloseRetryBehind(t *testing.T) {
 			ended, cancel := context.WithCancel(context.Background())
 			cancel()
 			p.Close(ended)
-			wg.Wait()
-			if order[0] != 0 {
-				t.Fatalf("callbacks ran in the order %v, want [0 1]", order)
+			if order, errs := o.wait(); order[0] != 0 {
+				t.Fatalf("callbacks ran in the order %v, want [0 1] (errors %v)", order, errs)
 			}
 		})
 	}
@@ -417,24 +408,14 @@ func TestCallbackOrderFailureBehindRetry(t *testing.T) {
 			if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
 				t.Fatal(err)
 			}
-			var mu sync.Mutex
-			var order []int
-			var errs [2]error
-			var wg sync.WaitGroup
+			var o callbackOrder
 			for i := range 2 {
-				wg.Add(1)
-				p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 64)}).ToPartition(0), func(_ *Record, err error) {
-					mu.Lock()
-					order = append(order, i)
-					errs[i] = err
-					mu.Unlock()
-					wg.Done()
-				})
+				o.send(ctx, p, i)
 				if i == 0 {
 					waitInFlight(t, p, 1)
 				}
 			}
-			wg.Wait()
+			order, errs := o.wait()
 			if order[0] != 0 {
 				t.Fatalf("callbacks of partition 0 ran in the order %v, want [0 1] (errors %v)", order, errs)
 			}
@@ -490,19 +471,9 @@ func TestCallbackOrderForcedCloseParkedBehindQueued(t *testing.T) {
 	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var order []int
-	var errs [3]error
-	var wg sync.WaitGroup
+	var o callbackOrder
 	for i := range 3 {
-		wg.Add(1)
-		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 64)}).ToPartition(0), func(_ *Record, err error) {
-			mu.Lock()
-			order = append(order, i)
-			errs[i] = err
-			mu.Unlock()
-			wg.Done()
-		})
+		o.send(ctx, p, i)
 		waitInFlight(t, p, int64(i+1))
 	}
 	open()
@@ -515,8 +486,39 @@ func TestCallbackOrderForcedCloseParkedBehindQueued(t *testing.T) {
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	p.Close(ended)
-	wg.Wait()
-	if order[0] != 0 || order[1] != 1 || order[2] != 2 {
+	if order, errs := o.wait(); order[0] != 0 || order[1] != 1 || order[2] != 2 {
 		t.Fatalf("callbacks ran in the order %v, want [0 1 2] (errors %v)", order, errs)
 	}
+}
+
+// callbackOrder records the order in which the callbacks of numbered
+// records ran, and their errors.
+type callbackOrder struct {
+	mu    sync.Mutex
+	order []int
+	errs  map[int]error
+	wg    sync.WaitGroup
+}
+
+// send sends record i, 64 bytes, to t[0].
+func (o *callbackOrder) send(ctx context.Context, p *Producer, i int) {
+	o.wg.Add(1)
+	p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 64)}).ToPartition(0), func(_ *Record, err error) {
+		o.mu.Lock()
+		o.order = append(o.order, i)
+		if o.errs == nil {
+			o.errs = map[int]error{}
+		}
+		o.errs[i] = err
+		o.mu.Unlock()
+		o.wg.Done()
+	})
+}
+
+// wait returns, once every callback ran, their order and errors.
+func (o *callbackOrder) wait() ([]int, map[int]error) {
+	o.wg.Wait()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.order, o.errs
 }

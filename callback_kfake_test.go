@@ -124,17 +124,7 @@ func TestSendFromCallbackDoesNotWaitForMemory(t *testing.T) {
 // callback's Send, which cannot wait, would fail with ErrBufferFull.
 func TestSendFromCallbackAheadOfWaiters(t *testing.T) {
 	c := newFake(t, 2)
-	cfg := testConfig(c)
-	cfg.BatchSize = 1024
-	cfg.BufferMemory = 1024
-	cfg.Linger = 0
-	cfg.MaxBlock = time.Minute
-	p := newTestProducer(t, cfg)
-	ctx := ctxT(t, 30*time.Second)
-	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
-		t.Fatal(err)
-	}
-	open := holdRequests(t, c, kmsg.Produce)
+	p, ctx, open := oneBatchOfMemory(t, c)
 	got := make(chan error, 1)
 	p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(0), func(_ *Record, err error) {
 		if err != nil {
@@ -434,17 +424,7 @@ func TestFailedRecordCallbackFields(t *testing.T) {
 // held for them to the next waiter.
 func TestSendFromCallbackWaiterLeaves(t *testing.T) {
 	c := newFake(t, 3)
-	cfg := testConfig(c)
-	cfg.BatchSize = 1024
-	cfg.BufferMemory = 1024
-	cfg.Linger = 0
-	cfg.MaxBlock = time.Minute
-	p := newTestProducer(t, cfg)
-	ctx := ctxT(t, 30*time.Second)
-	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
-		t.Fatal(err)
-	}
-	open := holdRequests(t, c, kmsg.Produce)
+	p, ctx, open := oneBatchOfMemory(t, c)
 	got := make(chan error, 1)
 	p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(0), func(_ *Record, err error) {
 		time.Sleep(300 * time.Millisecond) // the callback does some work; the first waiter gives up meanwhile
@@ -470,4 +450,20 @@ func TestSendFromCallbackWaiterLeaves(t *testing.T) {
 	if err := <-w2; err != nil {
 		t.Logf("second waiter: %v", err)
 	}
+}
+
+// oneBatchOfMemory is a producer whose buffer.memory holds one batch of
+// 1 KiB, warmed up, with c's produce requests held until open is called.
+func oneBatchOfMemory(t *testing.T, c *kfake.Cluster) (p *Producer, ctx context.Context, open func()) {
+	cfg := testConfig(c)
+	cfg.BatchSize = 1024
+	cfg.BufferMemory = 1024
+	cfg.Linger = 0
+	cfg.MaxBlock = time.Minute
+	p = newTestProducer(t, cfg)
+	ctx = ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
+		t.Fatal(err)
+	}
+	return p, ctx, holdRequests(t, c, kmsg.Produce)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -159,16 +160,7 @@ func TestPerfInterruptDuringCommit(t *testing.T) {
 func TestPerfInterruptCommitsOpenTxn(t *testing.T) {
 	withTestGrace(t, 5*time.Second)
 	c := newTestCluster(t, 1, "t")
-	var commits, aborts atomic.Int32
-	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if kreq.(*kmsg.EndTxnRequest).Commit {
-			commits.Add(1)
-		} else {
-			aborts.Add(1)
-		}
-		return nil, nil, false
-	})
+	commits, aborts := countEndTxn(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	code, stdout, stderr := runCLI(ctx, nil, "perf", "-b", c.ListenAddrs()[0], "--topic", "t",
@@ -191,21 +183,12 @@ func TestPerfInterruptWhileSendWaitsForMemory(t *testing.T) {
 	withTestGrace(t, 10*time.Second)
 	c := newTestCluster(t, 1, "t")
 	release := make(chan struct{})
-	var commits, aborts atomic.Int32
+	commits, aborts := countEndTxn(c)
 	var produces atomic.Int32
 	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		if produces.Add(1) > 1 { // the first record's answer lets the run go on
 			c.SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
-	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if kreq.(*kmsg.EndTxnRequest).Commit {
-			commits.Add(1)
-		} else {
-			aborts.Add(1)
 		}
 		return nil, nil, false
 	})
@@ -225,4 +208,19 @@ func TestPerfInterruptWhileSendWaitsForMemory(t *testing.T) {
 		t.Errorf("exit %d, stopped %q, %d commits, %d aborts; want exit %d, not stopped, the open transaction committed\nstderr: %s",
 			code, r.Stopped, commits.Load(), aborts.Load(), exitInterrupted, stderr)
 	}
+}
+
+// countEndTxn counts the EndTxn requests that reach c: commits and aborts.
+func countEndTxn(c *kfake.Cluster) (commits, aborts *atomic.Int32) {
+	commits, aborts = new(atomic.Int32), new(atomic.Int32)
+	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if kreq.(*kmsg.EndTxnRequest).Commit {
+			commits.Add(1)
+		} else {
+			aborts.Add(1)
+		}
+		return nil, nil, false
+	})
+	return commits, aborts
 }
