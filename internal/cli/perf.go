@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kprod/kprod"
+	"github.com/kprod/kprod/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -353,6 +354,10 @@ func (c *perfCmd) produce(ctx, gctx context.Context, p *kprod.Producer, r *perfR
 				}
 				if stopsTheRun(err, &r.lastAck, r.maxBlock) {
 					r.fatal.CompareAndSwap(nil, &err)
+				} else if firstCh != nil && gen.sameSize() && errors.Is(err, kerr.ErrRecordTooLarge) {
+					// Every record has this size: all would fail alike.
+					stop := fmt.Errorf("%w; every record of this run is %d bytes and would fail the same way: lower --record-size, or raise max.request.size (--producer-props max.request.size=...)", err, size)
+					r.fatal.CompareAndSwap(nil, &stop)
 				}
 				r.fails.add("", err)
 				return
@@ -506,6 +511,10 @@ type payloadGen struct {
 	rng       *rand.Rand
 	slab      []byte
 }
+
+// sameSize reports whether every record gets a value of the same size
+// (--record-size, not --payload-file or --payload-monotonic).
+func (g *payloadGen) sameSize() bool { return len(g.list) == 0 && !g.monotonic }
 
 func newPayloadGen(c *perfCmd, list [][]byte) *payloadGen {
 	// A fixed seed, as Java's SplittableRandom(0): runs send the same data.

@@ -224,3 +224,17 @@ func countEndTxn(c *kfake.Cluster) (commits, aborts *atomic.Int32) {
 	})
 	return commits, aborts
 }
+
+// --record-size above max.request.size: the first record's refusal stops
+// the run, saying what to do, instead of failing a million records one
+// by one.
+func TestPerfRecordSizeTooLarge(t *testing.T) {
+	c := newTestCluster(t, 1, "t")
+	code, stdout, stderr := runCLI(context.Background(), nil, "perf", "-b", c.ListenAddrs()[0], "--topic", "t",
+		"--num-records", "1000000", "--record-size", "2000000", "--json")
+	r, _ := decodePerfJSON(t, stdout)
+	if code != exitFail || !strings.Contains(r.Stopped, "lower --record-size") || r.Sent > 10 {
+		t.Errorf("exit %d, %d sent, stopped %q; want exit %d, stopped at once saying to lower --record-size\nstderr: %s",
+			code, r.Sent, r.Stopped, exitFail, stderr)
+	}
+}
