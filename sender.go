@@ -844,12 +844,19 @@ func (s *sender) failInOrder(b *batch, err error) {
 }
 
 // olderUnfinished reports whether b's partition has a batch older than b
-// that has not completed: unsettled (idempotence), queued, in flight, or
-// parked.
+// that has not completed: unsettled (idempotence), parked, queued or in
+// flight.
 func (s *sender) olderUnfinished(b *batch) bool {
+	return olderSettling(b) || s.olderQueued(b) || s.olderInFlight(b)
+}
+
+// olderSettling reports whether b's partition has a batch older than b
+// that is unsettled (idempotence: sequenced, not completed) or parked.
+// With idempotence, a sequenced batch older than b is never only queued or
+// in flight: it is unsettled too.
+func olderSettling(b *batch) bool {
 	q := b.q
-	return len(q.pending) > 0 && older(q.pending[0], b) || len(q.parked) > 0 && older(q.parked[0].b, b) ||
-		s.olderQueued(b) || s.olderInFlight(b)
+	return len(q.pending) > 0 && older(q.pending[0], b) || len(q.parked) > 0 && older(q.parked[0].b, b)
 }
 
 // olderQueued reports whether b's partition has a batch older than b
@@ -874,7 +881,7 @@ func (s *sender) abortOlderQueued(why func(*batch) error) {
 	}
 	for q, o := range oldest {
 		for {
-			b := s.takeFront(q, func(b *batch) bool { return older(b, o) })
+			b := s.takeFront(q, o)
 			if b == nil {
 				break
 			}
@@ -884,14 +891,15 @@ func (s *sender) abortOlderQueued(why func(*batch) error) {
 	}
 }
 
-// takeFront takes the batch at the front of q's deque if there is one and
-// ok(it). One at a time, each just before it completes: the batches
-// behind it stay queued meanwhile, so that a failure parked behind them
-// (failInOrder) waits for them too.
-func (s *sender) takeFront(q *partq, ok func(*batch) bool) *batch {
+// takeFront takes the batch at the front of q's deque, if there is one
+// and it is older than before (any, if before is nil). One at a time,
+// each just before it completes: the batches behind it stay queued
+// meanwhile, so that a failure parked behind them (failInOrder) waits for
+// them too.
+func (s *sender) takeFront(q *partq, before *batch) *batch {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.batches) == 0 || !ok(q.batches[0]) {
+	if len(q.batches) == 0 || before != nil && !older(q.batches[0], before) {
 		return nil
 	}
 	b := q.batches[0]
@@ -909,7 +917,7 @@ func (s *sender) abortQueued(why func(*batch) error) {
 		n := len(q.batches) // those queued now, not batches appended meanwhile
 		q.mu.Unlock()
 		for ; n > 0; n-- {
-			b := s.takeFront(q, func(*batch) bool { return true })
+			b := s.takeFront(q, nil)
 			if b == nil {
 				break
 			}
@@ -939,8 +947,7 @@ func (s *sender) succeed(b *batch, baseOffset, logAppendTime int64) {
 		s.p.acc.release(b)
 		return
 	}
-	q := b.q
-	if s.idemOn && b.seq != noSeq && (len(q.pending) > 0 && older(q.pending[0], b) || len(q.parked) > 0 && older(q.parked[0].b, b)) {
+	if s.idemOn && b.seq != noSeq && olderSettling(b) {
 		s.onBatchDone(b, nil)
 		b.acked = true
 		delete(s.inFlightB, b)
@@ -974,7 +981,7 @@ func (s *sender) park(pk parkedAck) {
 func (s *sender) unpark(q *partq) {
 	for len(q.parked) > 0 {
 		pk := q.parked[0]
-		if len(q.pending) > 0 && older(q.pending[0], pk.b) || s.olderQueued(pk.b) || s.olderInFlight(pk.b) {
+		if s.olderUnfinished(pk.b) { // (not the parked: pk is the oldest)
 			return
 		}
 		q.parked[0] = parkedAck{}
