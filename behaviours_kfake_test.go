@@ -204,18 +204,9 @@ func TestCallbackOrderWhenBatchesFailTogether(t *testing.T) {
 	for _, how := range []string{"delivery timeout", "forced close"} {
 		t.Run(how, func(t *testing.T) {
 			c := newFake(t, 1)
-			cfg := testConfig(c)
-			cfg.Linger = 0
-			cfg.BatchSize = 16 // one batch per record
-			cfg.RequestTimeout, cfg.DeliveryTimeout = 2*time.Second, 2*time.Second
-			p, err := NewProducer(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := ctxT(t, 20*time.Second)
-			if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
-				t.Fatal(err)
-			}
+			p, ctx := batchPerRecord(t, c, func(cfg *Config) {
+				cfg.RequestTimeout, cfg.DeliveryTimeout = 2*time.Second, 2*time.Second
+			})
 			holdRequests(t, c, kmsg.Produce)
 			var mu sync.Mutex
 			var order []int
@@ -340,19 +331,10 @@ func TestCallbackOrderForcedCloseRetryBehind(t *testing.T) {
 				}
 				return nil, nil, false
 			})
-			cfg := testConfig(c)
-			cfg.EnableIdempotence = &idem
-			cfg.Linger = 0
-			cfg.BatchSize = 16 // one batch per record
-			cfg.RetryBackoff, cfg.RetryBackoffMax = 10*time.Millisecond, 10*time.Millisecond
-			p, err := NewProducer(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := ctxT(t, 20*time.Second)
-			if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
-				t.Fatal(err)
-			}
+			p, ctx := batchPerRecord(t, c, func(cfg *Config) {
+				cfg.EnableIdempotence = &idem
+				cfg.RetryBackoff, cfg.RetryBackoffMax = 10*time.Millisecond, 10*time.Millisecond
+			})
 			var o callbackOrder
 			for i := range 2 {
 				o.send(ctx, p, i)
@@ -398,16 +380,10 @@ func TestCallbackOrderFailureBehindRetry(t *testing.T) {
 				}
 				return nil, nil, false
 			})
-			cfg := testConfig(c)
-			cfg.EnableIdempotence = &idem
-			cfg.Linger = 0
-			cfg.BatchSize = 16
-			cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, time.Second
-			p := newTestProducer(t, cfg)
-			ctx := ctxT(t, 20*time.Second)
-			if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
-				t.Fatal(err)
-			}
+			p, ctx := batchPerRecord(t, c, func(cfg *Config) {
+				cfg.EnableIdempotence = &idem
+				cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, time.Second
+			})
 			var o callbackOrder
 			for i := range 2 {
 				o.send(ctx, p, i)
@@ -457,20 +433,11 @@ func TestCallbackOrderForcedCloseParkedBehindQueued(t *testing.T) {
 		}
 	})
 	idem := false
-	cfg := testConfig(c)
-	cfg.EnableIdempotence = &idem
-	cfg.Acks = AcksLeader
-	cfg.Linger = 0
-	cfg.BatchSize = 16
-	cfg.RetryBackoff, cfg.RetryBackoffMax = 20*time.Second, 20*time.Second
-	p, err := NewProducer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxT(t, 30*time.Second)
-	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
-		t.Fatal(err)
-	}
+	p, ctx := batchPerRecord(t, c, func(cfg *Config) {
+		cfg.EnableIdempotence = &idem
+		cfg.Acks = AcksLeader
+		cfg.RetryBackoff, cfg.RetryBackoffMax = 20*time.Second, 20*time.Second
+	})
 	var o callbackOrder
 	for i := range 3 {
 		o.send(ctx, p, i)
@@ -521,4 +488,22 @@ func (o *callbackOrder) wait() ([]int, map[int]error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.order, o.errs
+}
+
+// batchPerRecord is a producer on c that makes one batch per record
+// (linger.ms 0, batch.size 16), with set's changes to its config, warmed
+// up with a record to t[0] (metadata, connection, producer id). A test may
+// close it itself.
+func batchPerRecord(t *testing.T, c *kfake.Cluster, set func(*Config)) (*Producer, context.Context) {
+	t.Helper()
+	cfg := testConfig(c)
+	cfg.Linger = 0
+	cfg.BatchSize = 16
+	set(&cfg)
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(0)); err != nil {
+		t.Fatal(err)
+	}
+	return p, ctx
 }
