@@ -218,16 +218,23 @@ func (tp *TypedProducer[K, V]) Send(ctx context.Context, r *TypedRecord[K, V], c
 		return
 	}
 	rec := &Record{Topic: r.Topic, Headers: r.Headers, Timestamp: r.Timestamp, Partition: r.Partition, PartitionSet: r.PartitionSet}
-	var err error
-	if rec.Key, err = serialize(tp.key, r.Topic, r.Key, true); err == nil {
-		rec.Value, err = serialize(tp.value, r.Topic, r.Value, false)
-	}
 	done := func(rec *Record, err error) {
 		r.Partition, r.Offset, r.LeaderEpoch = rec.Partition, rec.Offset, rec.LeaderEpoch
 		if err == nil {
 			r.Timestamp = rec.Timestamp
 		}
 		cb(r, err)
+	}
+	if tp.p.closed.Load() {
+		// Unserialized: a closed producer refuses the record with
+		// ErrClosed, which record-error-total does not count, whatever
+		// its serializers would have said (Java checks first too).
+		tp.p.sendWith(ctx, rec, done, silent)
+		return
+	}
+	var err error
+	if rec.Key, err = serialize(tp.key, r.Topic, r.Key, true); err == nil {
+		rec.Value, err = serialize(tp.value, r.Topic, r.Value, false)
 	}
 	if err != nil {
 		rec.Key, rec.Value = nil, nil

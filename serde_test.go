@@ -229,3 +229,29 @@ func TestMaxRequestSizeBoundary(t *testing.T) {
 		t.Fatalf("one byte more: %v, want ErrRecordTooLarge", err)
 	}
 }
+
+// A TypedProducer's Send on a closed producer fails with ErrClosed, not
+// with its serializer's error, and record-error-total does not count it,
+// as for Producer.Send (Java checks for a closed producer before it
+// serializes).
+func TestTypedSendAfterClose(t *testing.T) {
+	c := newFake(t, 1)
+	p := newTestProducer(t, testConfig(c))
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tp := NewTypedProducer[[]byte, float64](p, BytesSerializer{}, JSONSerializer[float64]{})
+	var got error
+	calls := 0
+	tp.Send(context.Background(), &TypedRecord[[]byte, float64]{Topic: "t", Value: math.NaN()}, func(_ *TypedRecord[[]byte, float64], err error) { got = err; calls++ })
+	if calls != 1 || !errors.Is(got, ErrClosed) {
+		t.Errorf("typed Send after Close: %d callbacks, error %v; want one, ErrClosed", calls, got)
+	}
+	var serr *SerializationError
+	if errors.As(got, &serr) {
+		t.Errorf("typed Send after Close failed with its serializer's error: %v", got)
+	}
+	if n := p.Metrics().RecordErrorTotal; n != 0 {
+		t.Errorf("record-error-total %d after a Send after Close, want 0", n)
+	}
+}

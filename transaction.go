@@ -441,9 +441,14 @@ func (t *txnManager) checkSend(topic string) (gen uint64, err error) {
 // does: committing without it would break the transaction's all or
 // nothing. A Send refused because no transaction is open, or because this
 // one already failed, or the producer is closed, changes nothing; so does
-// one whose transaction gen (0: the current one) ended before it failed
-// (it waited for metadata while the transaction was committed): it never
-// joined that transaction, and the next one is not its business.
+// one whose transaction gen ended before it failed (it waited for
+// metadata while the transaction was committed): it never joined that
+// transaction, and the next one is not its business. Gen 0 is a record
+// refused before it was checked against the transaction (no topic, its
+// serializer failed): it belongs to the transaction open at the time,
+// if one is, and not to one being committed, which a valid record sent
+// then would not have joined either. Once the commit's EndTxn is sent,
+// no Send changes the transaction.
 func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 	if gen != 0 && t.gen.Load() != gen {
 		return
@@ -470,7 +475,14 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 	aerr := abortableErr("Send", fmt.Errorf("a record for %s failed before it was buffered: %w", topic, err))
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if gen == 0 || t.gen.Load() == gen { // again under mu, which BeginTransaction holds
+	switch {
+	case gen == 0 && t.state != txnInTransaction:
+	case t.state == txnCommitting && t.endSent:
+		// EndTxn(commit) is out: the coordinator decides the outcome,
+		// which a CommitTransaction called again must learn. Making
+		// the transaction abortable would contradict a commit that
+		// read_committed consumers may already see.
+	case gen == 0 || t.gen.Load() == gen: // again under mu, which BeginTransaction holds
 		t.failLocked(aerr)
 	}
 }

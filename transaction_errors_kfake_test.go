@@ -608,3 +608,106 @@ func TestTxnSilentInvalidRecordMakesAbortable(t *testing.T) {
 		})
 	}
 }
+
+// A record refused for itself (no topic, a serializer error) with no
+// callback makes the open transaction abortable, but not one being
+// committed: a valid record sent then would not have joined it either
+// (it is refused with ErrTransactionState), so neither does this one.
+func TestRefusedRecordDuringCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		send func(p *Producer)
+	}{
+		{"valid record", func(p *Producer) {
+			p.Send(context.Background(), &Record{Topic: "t", Value: []byte("late")}, nil)
+		}},
+		{"serializer error", func(p *Producer) {
+			tp := NewTypedProducer[[]byte, float64](p, BytesSerializer{}, JSONSerializer[float64]{})
+			tp.Send(context.Background(), &TypedRecord[[]byte, float64]{Topic: "t", Value: math.NaN()}, nil)
+		}},
+		{"no topic", func(p *Producer) {
+			p.Send(context.Background(), &Record{Value: []byte("x")}, nil)
+		}},
+		{"nil record", func(p *Producer) {
+			p.Send(context.Background(), nil, nil)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newFake(t, 1)
+			open := holdRequests(t, c, kmsg.Produce)
+			p := newTxnProducer(t, testConfig(c), "refused-"+strings.ReplaceAll(tc.name, " ", "-"), false)
+			ctx := ctxT(t, 20*time.Second)
+			if err := p.InitTransactions(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			o := newOutcomes(t)
+			p.Send(ctx, &Record{Topic: "t", Value: []byte("in txn")}, o.cb())
+			done := make(chan error, 1)
+			go func() { done <- p.CommitTransaction(ctx) }()
+			waitTxnState(t, p, txnCommitting) // its flush waits for the held Produce
+			tc.send(p)
+			open()
+			if err := <-done; err != nil {
+				t.Fatalf("CommitTransaction: %v", err)
+			}
+			o.wait(t, 10*time.Second)
+		})
+	}
+}
+
+// Once CommitTransaction sent EndTxn, a record refused with no callback
+// does not make the transaction abortable: the call again learns the
+// commit, which read_committed consumers see.
+func TestRefusedRecordAfterEndTxnSent(t *testing.T) {
+	c := newFake(t, 1)
+	p := newTxnProducer(t, testConfig(c), "refused-after-endtxn", false)
+	ctx := ctxT(t, 20*time.Second)
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("in txn")}); err != nil {
+		t.Fatal(err)
+	}
+	open := holdRequests(t, c, kmsg.EndTxn)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := p.CommitTransaction(short)
+	cancel()
+	if !errors.Is(err, ErrTransactionTimeout) {
+		t.Fatalf("first CommitTransaction: %v, want ErrTransactionTimeout", err)
+	}
+	tp := NewTypedProducer[[]byte, float64](p, BytesSerializer{}, JSONSerializer[float64]{})
+	tp.Send(context.Background(), &TypedRecord[[]byte, float64]{Topic: "t", Value: math.NaN()}, nil)
+	p.Send(context.Background(), &Record{Value: []byte("no topic")}, nil)
+	open()
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatalf("CommitTransaction again, after EndTxn(commit) was sent: %v", err)
+	}
+	seen := readTopic(t, c.ListenAddrs(), "t", true, time.Second, func(m map[string]int) bool { return m["in txn"] > 0 })
+	if seen["in txn"] != 1 {
+		t.Fatalf("read_committed sees %v, want the committed record once", seen)
+	}
+}
+
+// waitTxnState waits until p's transaction is in state.
+func waitTxnState(t *testing.T, p *Producer, state txnState) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.txn.mu.Lock()
+		st := p.txn.state
+		p.txn.mu.Unlock()
+		if st == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transaction state %s, want %s", st, state)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
