@@ -46,8 +46,9 @@
 // Errors wrap a sentinel of this package (ErrClosed, ErrRecordTooLarge,
 // ErrBufferFull, ErrDeliveryTimeout, ErrUnknownTopic, ...) or a broker
 // error code (*kerr.BrokerError, e.g. kerr.NotEnoughReplicas), and say what
-// happened and what to do. kerr.IsRetriable tells whether an error is one
-// the producer retries by itself.
+// happened and what to do. kerr.IsRetriable tells whether sending the
+// record again may succeed (the producer has already retried what it
+// could, within delivery.timeout.ms).
 //
 // # Delivery guarantees
 //

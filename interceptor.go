@@ -31,8 +31,9 @@ import (
 //
 // An interceptor that panics is logged at warn level through
 // Config.Logger, with its type, and otherwise ignored, as Java ignores
-// exceptions from interceptors: after a panic in OnSend the record as it
-// was before that interceptor goes on to the next one.
+// exceptions from interceptors: after a panic in OnSend the record that
+// interceptor was given goes on to the next one, with any change the
+// interceptor made to it before it panicked.
 //
 // Both methods are called concurrently from many goroutines.
 //

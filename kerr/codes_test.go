@@ -136,6 +136,16 @@ func TestResponseErrorWrapping(t *testing.T) {
 		t.Error("IsRetriable(ErrBatchRejected) = false")
 	}
 
+	// A record the producer gave up on: sending it again may succeed, as
+	// Java's TimeoutException is a RetriableException, with or without
+	// the last error it wraps.
+	if !IsRetriable(fmt.Errorf("%w: 3 records for t[0] waited 2m0s", ErrDeliveryTimeout)) {
+		t.Error("IsRetriable(ErrDeliveryTimeout) = false")
+	}
+	if !IsRetriable(fmt.Errorf("%w; last error: %w", ErrDeliveryTimeout, fmt.Errorf("%w: dial", ErrConnectionLost))) {
+		t.Error("IsRetriable(ErrDeliveryTimeout wrapping ErrConnectionLost) = false")
+	}
+
 	fenced := fmt.Errorf("send: %w", &ResponseError{Err: ProducerFenced, Broker: -1})
 	if IsRetriable(fenced) {
 		t.Error("IsRetriable(PRODUCER_FENCED) = true")

@@ -104,8 +104,8 @@ var (
 	// would wait for itself forever. Make the call from another goroutine.
 	ErrInCallback = errors.New("kprod: not allowed inside a callback")
 
-	// ErrAborted: the record was still buffered when the producer was
-	// closed and the close context ended (or it was dropped by an abort).
+	// ErrAborted: the record was still buffered or in flight when Close's
+	// context ended; it may or may not have been written.
 	ErrAborted = errors.New("kprod: record aborted before it was delivered")
 
 	// ErrAuthentication: the broker did not accept the client's SASL
@@ -128,14 +128,18 @@ var (
 	ErrTLS = errors.New("kprod: TLS failed")
 )
 
-// retriableSentinels are client-side errors after which the same request
-// may be sent again.
-var retriableSentinels = []error{ErrRequestTimeout, ErrConnectionLost, ErrDial, ErrTooManyInFlight, ErrMetadataTimeout, ErrBatchRejected}
+// retriableSentinels are client-side errors after which sending the same
+// again may succeed.
+var retriableSentinels = []error{ErrRequestTimeout, ErrConnectionLost, ErrDial, ErrTooManyInFlight, ErrMetadataTimeout, ErrBatchRejected, ErrDeliveryTimeout}
 
-// IsRetriable reports whether err is a retriable broker error or a
-// retriable client-side error (lost connection, request timeout, ...).
-// An authentication failure (ErrAuthentication) never is, whatever else
-// it wraps.
+// IsRetriable reports whether sending again may succeed after err: a
+// retriable broker error, or a retriable client-side error (lost
+// connection, request or delivery timeout, metadata not found in time,
+// a batch refused for another record, ...), as Java's RetriableException
+// does. It does not say whether the producer already retried: a record
+// whose callback has an error is done with, and sending it again is the
+// application's choice. An authentication failure (ErrAuthentication)
+// never is retriable, whatever else it wraps.
 func IsRetriable(err error) bool {
 	if err == nil || errors.Is(err, ErrAuthentication) {
 		return false
