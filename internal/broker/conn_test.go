@@ -69,6 +69,30 @@ func TestNegotiatedVersionsCapped(t *testing.T) {
 	}
 }
 
+// An ApiVersions answer may list keys kmsg does not know, up to 32767
+// (a broken broker or proxy): they get no version, and the table is not
+// sized by them (32767+1 wrapped to a negative length and panicked).
+func TestNegotiateUnknownKeys(t *testing.T) {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	for _, key := range []int16{32767, 20000, int16(kmsg.Produce)} {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = key, 0, 9
+		resp.ApiKeys = append(resp.ApiKeys, k)
+	}
+	v := negotiate(resp, nil)
+	if got, ok := v.get(int16(kmsg.Produce)); !ok || got != 9 {
+		t.Errorf("Produce: v%d (ok=%v), want v9", got, ok)
+	}
+	for _, key := range []int16{32767, 20000} {
+		if got, ok := v.get(key); ok {
+			t.Errorf("key %d unknown to kmsg negotiated v%d", key, got)
+		}
+	}
+	if len(v) > int(kmsg.Produce)+1 {
+		t.Errorf("table of %d entries for keys up to %d", len(v), kmsg.Produce)
+	}
+}
+
 // Against an older broker the broker's maximum wins. Kafka 3.0 knows
 // ApiVersions only up to v3, so it answers our first ApiVersions (v5) with
 // UNSUPPORTED_VERSION by itself: this is also the fallback against a real

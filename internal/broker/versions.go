@@ -10,11 +10,15 @@ type versions []int16
 // within both the broker's range and what kmsg implements (further capped
 // by caps). A broker whose minimum is above our maximum gets -1.
 func negotiate(resp *kmsg.ApiVersionsResponse, caps map[int16]int16) versions {
+	// Sized by the keys kmsg knows: a key beyond them (up to 32767, which
+	// as int16+1 would wrap negative) never gets a version anyway.
 	maxKey := int16(0)
 	for _, k := range resp.ApiKeys {
-		maxKey = max(maxKey, k.ApiKey)
+		if kmsg.RequestForKey(k.ApiKey) != nil {
+			maxKey = max(maxKey, k.ApiKey)
+		}
 	}
-	v := make(versions, maxKey+1)
+	v := make(versions, int(maxKey)+1)
 	for i := range v {
 		v[i] = -1
 	}
