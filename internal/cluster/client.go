@@ -873,8 +873,10 @@ func (c *Client) unretireLocked(id int32, addr string) *broker.Broker {
 // at a newer leader epoch than s does, as the Java client does (KIP-320):
 // a Metadata answer from a broker that has not heard of a leader change
 // yet must not undo the leader a produce response named (UpdateLeaders,
-// KIP-951). Only for the same topic (same id), and only while s still
-// lists the newer leader among the brokers.
+// KIP-951), nor bring back an old leader for a partition whose newer
+// epoch has no leader known yet. Only for the same topic (same id). A
+// newer leader that s does not list among the brokers is kept as no
+// leader, at the newer epoch: the old leader would refuse the records.
 func keepNewerLeaders(prev, s *Snapshot) {
 	for name, t := range s.Topics {
 		pt := prev.Topics[name]
@@ -884,13 +886,14 @@ func keepNewerLeaders(prev, s *Snapshot) {
 		kept := false
 		for i := range min(len(t.Partitions), len(pt.Partitions)) {
 			np, op := &t.Partitions[i], &pt.Partitions[i]
-			if np.LeaderEpoch < 0 || op.LeaderEpoch <= np.LeaderEpoch || op.Leader < 0 {
+			if np.LeaderEpoch < 0 || op.LeaderEpoch <= np.LeaderEpoch {
 				continue
 			}
-			if _, ok := s.Brokers[op.Leader]; ok {
-				*np = *op
-				kept = true
+			*np = *op
+			if _, ok := s.Brokers[op.Leader]; !ok {
+				np.Leader = -1
 			}
+			kept = true
 		}
 		if kept {
 			t.LedFromRack = ledFromRack(t.Partitions, s.Brokers)

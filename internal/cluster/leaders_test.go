@@ -70,8 +70,11 @@ func TestUpdateLeaders(t *testing.T) {
 // A Metadata answer that knows an older leader epoch than the snapshot
 // (a broker not yet told of the move a produce response's hint
 // installed) keeps the newer leader, as Java's metadata does (KIP-320);
-// a newer epoch, another topic id, a leader gone from the brokers or a
-// response without epochs replaces it as usual.
+// a newer epoch without a leader known stays leaderless, and a newer
+// leader gone from the brokers leaves the partition leaderless at its
+// epoch (Java's Metadata.updateLatestMetadata keeps the cached entry;
+// the old leader would refuse the records); a newer epoch, another topic
+// id or a response without epochs replaces it as usual.
 func TestMetadataKeepsNewerLeaders(t *testing.T) {
 	brokers := map[int32]BrokerInfo{0: {ID: 0, Rack: "r0"}, 1: {ID: 1, Rack: "r1"}, 2: {ID: 2}}
 	topic := func(id byte, parts ...Partition) *Topic {
@@ -91,7 +94,8 @@ func TestMetadataKeepsNewerLeaders(t *testing.T) {
 		{"newer epoch", Partition{Leader: 1, LeaderEpoch: 5}, Partition{Leader: 0, LeaderEpoch: 6}, 1, brokers, Partition{Leader: 0, LeaderEpoch: 6}},
 		{"same epoch", Partition{Leader: 1, LeaderEpoch: 5}, Partition{Leader: 0, LeaderEpoch: 5}, 1, brokers, Partition{Leader: 0, LeaderEpoch: 5}},
 		{"recreated topic", Partition{Leader: 1, LeaderEpoch: 5}, Partition{Leader: 0, LeaderEpoch: 0}, 2, brokers, Partition{Leader: 0, LeaderEpoch: 0}},
-		{"leader gone", Partition{Leader: 1, LeaderEpoch: 5}, Partition{Leader: 0, LeaderEpoch: 4}, 1, map[int32]BrokerInfo{0: {}}, Partition{Leader: 0, LeaderEpoch: 4}},
+		{"leader gone", Partition{Leader: 1, LeaderEpoch: 5}, Partition{Leader: 0, LeaderEpoch: 4}, 1, map[int32]BrokerInfo{0: {}}, Partition{Leader: -1, LeaderEpoch: 5}},
+		{"newer epoch without a leader", Partition{Leader: -1, LeaderEpoch: 6}, Partition{Leader: 1, LeaderEpoch: 5}, 1, brokers, Partition{Leader: -1, LeaderEpoch: 6}},
 		{"no epochs", Partition{Leader: 1, LeaderEpoch: 5}, Partition{Leader: 0, LeaderEpoch: -1}, 1, brokers, Partition{Leader: 0, LeaderEpoch: -1}},
 	}
 	for _, c := range cases {
