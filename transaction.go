@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kprod/kprod/internal/broker"
+	"github.com/kprod/kprod/internal/live"
 	"github.com/kprod/kprod/kerr"
 )
 
@@ -89,6 +90,9 @@ type txnManager struct {
 	// makes the transaction abortable is failed by the sender's next
 	// round.
 	appendMu sync.RWMutex
+	// lockers counts the goroutines lockAppends started to take appendMu
+	// for a commit that may give up first; Close waits for them.
+	lockers sync.WaitGroup
 
 	// sem serializes requests to coordinators (one at a time, as the
 	// Java client does): capacity 1, held across one operation's retries.
@@ -607,7 +611,9 @@ func (p *Producer) CommitTransaction(ctx context.Context) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
 	defer cancel()
-	t.appendMu.Lock()
+	if err := t.lockAppends(ctx); err != nil {
+		return fmt.Errorf("CommitTransaction: %w: a Send of the transaction is waiting for buffer memory (%w), and the commit waits for its record; the transaction is still open: call CommitTransaction or AbortTransaction again", kerr.ErrTransactionTimeout, err)
+	}
 	t.mu.Lock()
 	if t.state != txnInTransaction && t.state != txnCommitting {
 		err := t.stateErrLocked("CommitTransaction")
@@ -623,6 +629,51 @@ func (p *Producer) CommitTransaction(ctx context.Context) (err error) {
 	if err := p.flush(ctx); err != nil {
 		return fmt.Errorf("CommitTransaction: %w; the transaction is still open: call CommitTransaction or AbortTransaction again", waitEnded(ctx, err))
 	}
+	return t.endCommit(ctx, gen)
+}
+
+// lockAppends takes appendMu for writing, as the commit must (it waits
+// for every Send of the transaction to append), or gives up when ctx
+// ends: a Send waiting for buffer memory holds it for reading up to its
+// max.block.ms, which must not outlast the commit's ctx. A goroutine
+// waits for the lock then, and hands it over, or lets go of it at once
+// if the commit gave up meanwhile; it ends once the Sends that hold the
+// lock append or fail (Close fails them all: it closes the pool first).
+func (t *txnManager) lockAppends(ctx context.Context) error {
+	if t.appendMu.TryLock() {
+		return nil
+	}
+	const waiting, handed, gaveUp = 0, 1, 2
+	var state atomic.Int32
+	got := make(chan struct{})
+	t.lockers.Add(1)
+	live.Go()
+	go func() {
+		defer t.lockers.Done()
+		defer live.Done()
+		t.appendMu.Lock()
+		if !state.CompareAndSwap(waiting, handed) {
+			t.appendMu.Unlock()
+		}
+		close(got)
+	}()
+	select {
+	case <-got:
+		return nil // handed: only this call gives up
+	case <-ctx.Done():
+		if state.CompareAndSwap(waiting, gaveUp) {
+			return ctx.Err()
+		}
+		<-got // handed over at the same moment: take it
+		return nil
+	}
+}
+
+// endCommit is the end of CommitTransaction once its records are
+// delivered: EndTxn(commit) for transaction gen, or the answer to the one
+// already sent. Close calls it too, for a commit cut short after its
+// EndTxn was sent.
+func (t *txnManager) endCommit(ctx context.Context, gen uint64) error {
 	if err := t.acquire(ctx); err != nil {
 		return cutShort(ctx, "CommitTransaction", err)
 	}
@@ -866,7 +917,20 @@ func (t *txnManager) closeAbort(ctx context.Context) {
 	t.mu.Lock()
 	open := t.state == txnInTransaction || t.state == txnAbortable || t.state == txnAborting ||
 		(t.state == txnCommitting && !t.endSent)
+	committed := t.state == txnCommitting && t.endSent
+	gen := t.gen.Load()
 	t.mu.Unlock()
+	if committed {
+		// A CommitTransaction cut short after it sent EndTxn(commit):
+		// the commit is decided, and only an answer ends it. Java's
+		// close completes the pending EndTxn too; left alone, the
+		// transaction would hold read_committed consumers back until
+		// transaction.timeout.ms, then be aborted.
+		if err := t.endCommit(ctx, gen); err != nil {
+			t.p.log.Warn("close: the commit sent before Close got no answer; the coordinator completes or aborts the transaction", "transactional_id", t.id, "err", err)
+		}
+		return
+	}
 	if !open {
 		return
 	}

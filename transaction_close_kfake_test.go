@@ -351,3 +351,86 @@ func TestTxnConcurrentEndsEndOnce(t *testing.T) {
 		})
 	}
 }
+
+// Close after a CommitTransaction that its ctx cut short once EndTxn was
+// sent finishes that commit, as Java's close completes a pending EndTxn:
+// the commit is decided, and a transaction left open would hold
+// read_committed consumers back until transaction.timeout.ms.
+func TestCloseFinishesCommitCutShort(t *testing.T) {
+	c := newFake(t, 3)
+	p := beginTxn(t, c, testConfig(c), "close-after-cut-commit", false)
+	wait := sendTxn(t, p, "t", 3, 5, "x")
+	if err := p.Flush(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	loading := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: fkerr.CoordinatorLoadInProgress, Count: -1})
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := p.CommitTransaction(short); !errors.Is(err, ErrTransactionTimeout) {
+		t.Fatalf("commit cut short: %v, want ErrTransactionTimeout", err)
+	}
+	loading.Remove()
+	var ends atomic.Int32
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Observe: true, Count: -1,
+		When: func(kmsg.Request) bool { ends.Add(1); return true }})
+	if err := p.Close(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if errs := wait(); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+	if ends.Load() == 0 {
+		t.Error("Close sent no EndTxn for the commit cut short")
+	}
+	seen := readTopic(t, c.ListenAddrs(), "t", true, 2*time.Second, func(m map[string]int) bool { return len(m) == 15 })
+	if len(seen) != 15 {
+		t.Errorf("after Close, read_committed sees %d of the 15 records", len(seen))
+	}
+}
+
+// CommitTransaction waits for a Send of the transaction that waits for
+// buffer memory (its record belongs to the transaction), but no longer
+// than its own ctx: it returns ErrTransactionTimeout with the
+// transaction still open, before that Send gives up, and an abort then
+// ends both; the goroutine that waited for the lock ends by Close.
+func TestTxnCommitCtxWhileSendWaitsForMemory(t *testing.T) {
+	c := newFake(t, 4)
+	cfg := testConfig(c)
+	cfg.BufferMemory = 64 << 10
+	cfg.BatchSize = 16 << 10
+	cfg.MaxBlock = time.Minute
+	p := beginTxn(t, c, cfg, "commit-memory", false)
+	open, held := holdCounted(t, c, kmsg.Produce)
+	ctx := ctxT(t, 30*time.Second)
+	for part := range int32(4) { // four batches: all of buffer.memory
+		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(part), nil)
+	}
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- p.SendSync(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(0)) }()
+	for deadline := time.Now().Add(10 * time.Second); p.Metrics().WaitingThreads == 0 || held.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fifth Send did not wait for memory (%d waiting) or no batch was sent (%d produce requests)", p.Metrics().WaitingThreads, held.Load())
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := p.CommitTransaction(cctx); !errors.Is(err, ErrTransactionTimeout) {
+		t.Fatalf("CommitTransaction while a Send waits for memory: %v, want ErrTransactionTimeout", err)
+	}
+	select {
+	case err := <-sendErr:
+		t.Fatalf("the Send waiting for memory ended (%v) before the commit returned: the commit waited for it past its ctx", err)
+	default:
+	}
+	open()
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatalf("AbortTransaction: %v", err)
+	}
+	if err := <-sendErr; !errors.Is(err, ErrTransactionAborted) {
+		t.Errorf("the Send waiting for memory: %v, want ErrTransactionAborted", err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkNoProducerGoroutines(t, "Close")
+}
