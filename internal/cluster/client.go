@@ -282,7 +282,8 @@ func (c *Client) Refresh(ctx context.Context) error {
 func (c *Client) WaitTopic(ctx context.Context, name string) (*Topic, error) {
 	u := c.UseTopic(name)
 	var lastErr error
-	fresh := false // a refresh that started during this call has answered
+	fresh := false  // a refresh that started during this call has answered
+	failed := false // the last refresh of this call failed
 	for {
 		// Kept in use while it is waited for, as Java's waitOnMetadata
 		// adds the topic again on every round: a wait longer than
@@ -303,13 +304,18 @@ func (c *Client) WaitTopic(ctx context.Context, name string) (*Topic, error) {
 					return nil, fmt.Errorf("topic %q: %w", name, t.Err)
 				}
 			}
-		} else {
+		} else if !failed {
 			// Not in any answer yet: still new, asked for without the
 			// refresh backoff (Java's requestUpdateForTopic), also when
 			// the refresh that would have named it had already started.
+			// Not after a failed refresh, whose backoff applies, as
+			// Java's waitOnMetadata waits for a successful update: a
+			// refresh that fails at once (a broker starting up answers
+			// with no brokers) would otherwise be sent back to back.
 			c.topicAdded()
 		}
 		err := c.Refresh(ctx)
+		failed = err != nil
 		if err == nil {
 			fresh = true
 		} else {
@@ -319,9 +325,11 @@ func (c *Client) WaitTopic(ctx context.Context, name string) (*Topic, error) {
 			if errors.Is(err, kerr.ErrClosed) {
 				return nil, err
 			}
-			if securityFailure(err) {
+			if securityFailure(err) || errors.Is(err, kerr.ErrUnsupportedVersion) {
 				// Waiting out max.block.ms would only hide it behind
-				// a timeout: the Java producer fails at once too.
+				// a timeout: the Java producer fails at once too (an
+				// unsupported Metadata version is fatal to its
+				// metadata).
 				return nil, fmt.Errorf("topic %q: %w", name, err)
 			}
 			lastErr = err
@@ -646,7 +654,7 @@ func (c *Client) refresh() error {
 		// that refused us says why, and the others would say the same.
 		return refused
 	}
-	return fmt.Errorf("%w: no broker answered a Metadata request: %w", kerr.ErrMetadataTimeout, errors.Join(errs...))
+	return fmt.Errorf("%w: no broker gave a usable answer to a Metadata request: %w", kerr.ErrMetadataTimeout, errors.Join(errs...))
 }
 
 // rebootstrapDue says why the next refresh should go back to the

@@ -930,3 +930,63 @@ func TestRetiredBootstrapAsksNoRefresh(t *testing.T) {
 		t.Errorf("%d Metadata requests in the first second, want 1", n)
 	}
 }
+
+// A refresh that fails at once (a broker starting up answers Metadata
+// with no brokers; a top-level REBOOTSTRAP_REQUIRED) is retried after
+// retry.backoff.ms, growing, also while a Send waits for a topic that no
+// answer named yet: the topic counts as new once, not on every failed
+// round (they were sent back to back, thousands a second).
+func TestWaitTopicBacksOffFailingRefreshes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(kc *kfake.Cluster) func() int
+	}{
+		{"no brokers in the answer", func(kc *kfake.Cluster) func() int {
+			var n atomic.Int32
+			kc.ControlKey(int16(kmsg.Metadata), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				kc.KeepControl()
+				n.Add(1)
+				return kreq.ResponseKind().(*kmsg.MetadataResponse), nil, true
+			})
+			return func() int { return int(n.Load()) }
+		}},
+		{"REBOOTSTRAP_REQUIRED", func(kc *kfake.Cluster) func() int {
+			h := kc.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, TopLevel: true, Err: fkerr.RebootstrapRequired, Count: -1})
+			return func() int { return int(h.Hits()) }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kc := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+			requests := tc.fault(kc)
+			cfg := testConfig(kc.ListenAddrs()...)
+			cfg.RetryBackoff, cfg.RetryBackoffMax = 100*time.Millisecond, time.Second
+			c := newClient(t, cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if _, err := c.WaitTopic(ctx, "t"); !errors.Is(err, kerr.ErrMetadataTimeout) {
+				t.Fatalf("WaitTopic: %v, want ErrMetadataTimeout", err)
+			}
+			// 100, 200, 400, 800 ms: about 5 in 2 s.
+			if n := requests(); n > 20 {
+				t.Errorf("%d Metadata requests in 2s with retry.backoff.ms 100 growing to 1s", n)
+			}
+		})
+	}
+}
+
+// A broker that supports no Metadata version kprod has (a KRaft
+// controller's listener given as bootstrap.servers) fails the wait at
+// once with ErrUnsupportedVersion, as Java's metadata fails fatally,
+// rather than after max.block.ms.
+func TestWaitTopicUnsupportedMetadataFailsAtOnce(t *testing.T) {
+	kc := newCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	cfg := testConfig(kc.ListenAddrs()...)
+	cfg.Broker.MaxVersions = map[int16]int16{int16(kmsg.Metadata): -1}
+	c := newClient(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.WaitTopic(ctx, "t")
+	if !errors.Is(err, kerr.ErrUnsupportedVersion) || ctx.Err() != nil {
+		t.Fatalf("WaitTopic: %v (ctx: %v), want ErrUnsupportedVersion before the ctx ended", err, ctx.Err())
+	}
+}
