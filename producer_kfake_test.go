@@ -244,6 +244,65 @@ func TestRecordErrorsNameTheInvalidRecord(t *testing.T) {
 	}
 }
 
+// With several record_errors the partition's error code is one record's
+// only: each named record gets INVALID_RECORD with its own message, as in
+// Java's Sender.failBatch (a record with no key on a compacted topic must
+// not be told its timestamp is out of range); with one, that record gets
+// the partition's code.
+func TestRecordErrorsSeveralAreInvalidRecord(t *testing.T) {
+	msgs := []string{"Timestamp 1 of message with offset 0 is out of range", "Compacted topic cannot accept message without key"}
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprint(n, " record errors"), func(t *testing.T) {
+			c := newFake(t, 1)
+			var once atomic.Bool
+			c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if once.Swap(true) {
+					return nil, nil, false
+				}
+				resp := produceResp(r.(*kmsg.ProduceRequest), kerr.InvalidTimestamp.Code, nil)
+				rp := &resp.Topics[0].Partitions[0]
+				rp.ErrorMessage = kmsg.StringPtr("One or more records have been rejected due to invalid timestamp")
+				for i, m := range msgs[:n] {
+					re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+					re.RelativeOffset, re.ErrorMessage = int32(i), kmsg.StringPtr(m)
+					rp.ErrorRecords = append(rp.ErrorRecords, re)
+				}
+				return resp, nil, true
+			})
+			cfg := testConfig(c)
+			cfg.Linger = time.Hour // one batch of three
+			p := newTestProducer(t, cfg)
+			o := newOutcomes(t)
+			recs := make([]*Record, 3)
+			for i := range recs {
+				recs[i] = &Record{Topic: "t", Value: []byte{byte('a' + i)}}
+				p.Send(context.Background(), recs[i], o.cb())
+			}
+			if err := p.Flush(ctxT(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			o.wait(t, 10*time.Second)
+			want := kerr.InvalidRecord
+			if n == 1 {
+				want = kerr.InvalidTimestamp
+			}
+			for i, m := range msgs[:n] {
+				err := o.errs[recs[i]]
+				if !errors.Is(err, want) || !strings.Contains(err.Error(), m) {
+					t.Errorf("record %d: %v, want %s with %q", i, err, want.Name, m)
+				}
+				if n > 1 && errors.Is(err, kerr.InvalidTimestamp) {
+					t.Errorf("record %d: %v: told the partition's code", i, err)
+				}
+			}
+			if err := o.errs[recs[2]]; !errors.Is(err, ErrBatchRejected) {
+				t.Errorf("the valid record: %v, want ErrBatchRejected", err)
+			}
+		})
+	}
+}
+
 func TestRetriableErrorsRecover(t *testing.T) {
 	for _, be := range []*kerr.BrokerError{
 		kerr.NotLeaderOrFollower, kerr.LeaderNotAvailable, kerr.RequestTimedOut, kerr.NotEnoughReplicas,

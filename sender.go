@@ -588,10 +588,17 @@ func (s *sender) handle(r *produceResult) {
 
 // recordErrors are the records a produce response names as the cause of
 // its partition's error (record_errors, Produce v8+, KIP-467), each with
-// the broker's error and that record's own message when it gave one, by
-// index in the batch.
+// that record's own message when it gave one, by index in the batch. The
+// partition's error code is the error of one record only: with several,
+// it belongs to one of them, and the broker reports each one's reason in
+// its message, so each gets INVALID_RECORD with that message, as in
+// Java's Sender.failBatch (one record with no key on a compacted topic in
+// a batch with a bad timestamp must not learn INVALID_TIMESTAMP).
 func recordErrors(broker int32, topic string, rp *kmsg.ProduceResponseTopicPartition, be *kerr.BrokerError, msg string) map[int32]error {
 	errs := make(map[int32]error, len(rp.ErrorRecords))
+	if len(rp.ErrorRecords) > 1 {
+		be = kerr.InvalidRecord
+	}
 	for _, re := range rp.ErrorRecords {
 		m := msg
 		if re.ErrorMessage != nil && *re.ErrorMessage != "" {
