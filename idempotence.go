@@ -56,6 +56,32 @@ type idempotence struct {
 	fatal      error // InitProducerId failed for good; every batch fails with it
 }
 
+// maybeIdempotentFatal makes an idempotent producer without a
+// transactional.id fail for good after a produce refused with
+// CLUSTER_AUTHORIZATION_FAILED or with no Produce version in common, as
+// Java's TransactionManager.maybeTransitionToErrorState does for every
+// idempotent producer: every later batch would fail the same way, each
+// leaving a gap in its partition's sequences. The batch itself fails with
+// that error; the ones queued, and those sent afterwards, with ErrFatal
+// (a transactional producer fails its transaction instead, see
+// txnManager). Called on the sender goroutine.
+func (s *sender) maybeIdempotentFatal(err error) {
+	if !s.idemOn || s.txn.on || s.idem.fatal != nil {
+		return
+	}
+	hint := ""
+	switch {
+	case errors.Is(err, kerr.ClusterAuthorizationFailed):
+		hint = "; does the principal have WRITE on the topic (or IDEMPOTENT_WRITE on the cluster)? else set enable.idempotence=false"
+	case errors.Is(err, kerr.ErrUnsupportedVersion), errors.Is(err, kerr.UnsupportedVersion):
+		hint = "; the broker is too old for an idempotent producer: set enable.idempotence=false"
+	default:
+		return
+	}
+	s.idem.fatal = fmt.Errorf("%w: a produce request was refused: %w; the idempotent producer cannot produce, close it%s", kerr.ErrFatal, err, hint)
+	s.p.log.Error("idempotent producer failed for good", "err", err)
+}
+
 // noSeq marks a batch whose sequence is not assigned yet.
 const noSeq = -1
 

@@ -388,3 +388,37 @@ func TestExpiredWithoutProducerIDSaysWhy(t *testing.T) {
 		t.Fatalf("a record expired while InitProducerId failed: %v, want ErrDeliveryTimeout naming COORDINATOR_LOAD_IN_PROGRESS", err)
 	}
 }
+
+// A produce refused with CLUSTER_AUTHORIZATION_FAILED makes an idempotent
+// producer fail for good, as Java's maybeTransitionToErrorState does:
+// that batch gets the broker's error, every later record ErrFatal. A
+// producer without idempotence only fails that batch.
+func TestClusterAuthorizationOnProduceIsFatal(t *testing.T) {
+	for _, idem := range []bool{true, false} {
+		t.Run(map[bool]string{true: "idempotent", false: "not idempotent"}[idem], func(t *testing.T) {
+			c := newFake(t, 1)
+			var once atomic.Bool
+			c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if once.Swap(true) {
+					return nil, nil, false
+				}
+				return produceResp(r.(*kmsg.ProduceRequest), kerr.ClusterAuthorizationFailed.Code, nil), nil, true
+			})
+			cfg := testConfig(c)
+			cfg.EnableIdempotence = &idem
+			p := newTestProducer(t, cfg)
+			ctx := ctxT(t, 20*time.Second)
+			if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("a")}); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+				t.Fatalf("first record: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+			}
+			err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("b")})
+			if idem && (!errors.Is(err, ErrFatal) || !errors.Is(err, kerr.ClusterAuthorizationFailed)) {
+				t.Fatalf("next record: %v, want ErrFatal wrapping CLUSTER_AUTHORIZATION_FAILED", err)
+			}
+			if !idem && err != nil {
+				t.Fatalf("next record without idempotence: %v, want it delivered", err)
+			}
+		})
+	}
+}

@@ -476,6 +476,7 @@ func (s *sender) handle(r *produceResult) {
 	if r.err != nil {
 		// The request as a whole failed: network, timeout, version.
 		p.cl.RequestRefresh()
+		s.maybeIdempotentFatal(r.err)
 		for _, b := range r.batches {
 			b.mayHaveBeenWritten(r.sentAt) // the broker may have written it before the request failed
 			s.retryOrFail(b, now, r.err, kerr.IsRetriable(r.err))
@@ -527,6 +528,7 @@ func (s *sender) handle(r *produceResult) {
 				msg = *rp.ErrorMessage
 			}
 			err := &kerr.ResponseError{Err: be, Message: msg, Broker: r.broker, Topic: name, Partition: rp.Partition}
+			s.maybeIdempotentFatal(err)
 			// Split whatever the time, as Java's completeBatch does: past
 			// delivery.timeout.ms the parts expire in the deque with
 			// ErrDeliveryTimeout, where failing the batch here would tell

@@ -87,8 +87,9 @@ var (
 	ErrInvalidRecord = errors.New("kprod: invalid record")
 
 	// ErrFatal: the producer hit an error it cannot recover from (for
-	// example the idempotent producer was refused a producer id); every
-	// record fails with it until the producer is closed and a new one made.
+	// example the idempotent producer was refused a producer id, or a
+	// produce with CLUSTER_AUTHORIZATION_FAILED); every record fails with
+	// it until the producer is closed and a new one made.
 	ErrFatal = errors.New("kprod: producer is in a fatal state")
 
 	// ErrBatchRejected: the broker refused the record's batch because
