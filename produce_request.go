@@ -28,6 +28,7 @@ const produceRefMin = 512
 type produceRequest struct {
 	version int16
 	vcap    int16   // if > 0, SetVersion caps here: transactions v1 stay below v12
+	zstd    bool    // its batches are zstd-compressed: Produce v7 at least (MinVersion)
 	txnID   *string // transactional.id, for transactional producers
 	acks    int16
 	timeout int32 // TimeoutMillis
@@ -111,8 +112,18 @@ func (r *produceRequest) MaxVersion() int16 {
 	return produceMaxVersion
 }
 func (r *produceRequest) SetVersion(v int16) { r.version = min(v, r.MaxVersion()) }
-func (r *produceRequest) GetVersion() int16  { return r.version }
-func (r *produceRequest) IsFlexible() bool   { return r.version >= 9 }
+
+// MinVersion (broker.MinVersioned): record batches of format v2 need
+// Produce v3 (Kafka 0.11; Java 4.x's oldest Produce version), zstd ones v7
+// (Kafka 2.1, KIP-110), as Java's ProduceRequest refuses them below.
+func (r *produceRequest) MinVersion() (int16, string) {
+	if r.zstd {
+		return 7, "zstd compression needs v7 (Kafka 2.1); set compression.type to lz4, snappy or gzip for this cluster"
+	}
+	return 3, "kprod's record batches need v3 (Kafka 0.11); kprod, like the Java 4.x client, needs Kafka 2.1 or later"
+}
+func (r *produceRequest) GetVersion() int16 { return r.version }
+func (r *produceRequest) IsFlexible() bool  { return r.version >= 9 }
 func (r *produceRequest) AppendTo(dst []byte) []byte {
 	dst, _ = r.appendBody(dst, nil, false)
 	return dst

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // newFake starts an in-process 3-broker cluster with topic "t" of n
@@ -933,5 +934,29 @@ func TestFullBatchDoesNotWaitForLinger(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// zstd batches need Produce v7 (Kafka 2.1): against an older broker the
+// record fails with ErrUnsupportedVersion saying to change
+// compression.type, as Java's ProduceRequest refuses them, instead of
+// going out in a version whose broker cannot read them.
+func TestZstdNeedsProduceV7(t *testing.T) {
+	c := newFake(t, 1, kfake.MaxVersions(kversion.V2_0_0()))
+	var sent atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		sent.Add(1)
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.CompressionType = CompressionZstd
+	p := newTestProducer(t, cfg)
+	err := p.SendSync(ctxT(t, 10*time.Second), &Record{Topic: "t", Value: []byte("hello")})
+	if !errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), "compression.type") {
+		t.Fatalf("zstd against Kafka 2.0: %v, want ErrUnsupportedVersion saying to change compression.type", err)
+	}
+	if n := sent.Load(); n != 0 {
+		t.Errorf("%d Produce requests reached the broker", n)
 	}
 }

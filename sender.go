@@ -389,6 +389,7 @@ func (s *sender) send(leader int32, br *broker.Broker, bs []*batch, topics map[s
 	// produceRequest, not kmsg.ProduceRequest: on a plain TCP connection
 	// the batches are written from b.wire itself (produce_request.go).
 	req := newProduceRequest(int16(p.cfg.Acks), int32(p.cfg.RequestTimeout/time.Millisecond), len(bs))
+	req.zstd = p.cfg.CompressionType == CompressionZstd
 	for _, b := range bs {
 		name := b.q.topic.name
 		if t := req.add(name, b.q.partition, b.wire); t != nil {

@@ -418,6 +418,12 @@ func (c *Conn) enqueue(req kmsg.Request, noResp bool, done func(kmsg.Response, e
 	p := &pending{req: req, noResp: noResp, done: done}
 	if v, ok := c.vers.get(req.Key()); ok {
 		req.SetVersion(v)
+		if mv, ok := req.(MinVersioned); ok {
+			if least, why := mv.MinVersion(); req.GetVersion() < least {
+				p.err = fmt.Errorf("%w: broker %d (%s) supports %s (key %d) up to v%d, and %s",
+					kerr.ErrUnsupportedVersion, c.nodeID, c.addr, kmsg.NameForKey(req.Key()), req.Key(), req.GetVersion(), why)
+			}
+		}
 	} else {
 		p.err = fmt.Errorf("%w: broker %d (%s) supports no version of %s (key %d) that kprod implements",
 			kerr.ErrUnsupportedVersion, c.nodeID, c.addr, kmsg.NameForKey(req.Key()), req.Key())

@@ -93,6 +93,31 @@ func TestNegotiateUnknownKeys(t *testing.T) {
 	}
 }
 
+// A request that cannot go out below some version (broker.MinVersioned:
+// kprod's Produce of v2 record batches needs v3, of zstd ones v7) fails
+// with ErrUnsupportedVersion, saying why, against a broker whose highest
+// version is lower, and the connection stays usable.
+func TestMinVersionedRequest(t *testing.T) {
+	kc := newCluster(t)
+	cfg := testConfig()
+	cfg.MaxVersions = map[int16]int16{int16(kmsg.Produce): 6}
+	c := dialTest(t, kc.ListenAddrs()[0], cfg)
+	_, err := c.Do(context.Background(), minProduce{kmsg.NewPtrProduceRequest()})
+	if !errors.Is(err, kerr.ErrUnsupportedVersion) || !strings.Contains(err.Error(), "up to v6, and zstd needs v7") {
+		t.Fatalf("Produce needing v7 against v6: %v, want ErrUnsupportedVersion saying why", err)
+	}
+	if c.InFlight() != 0 {
+		t.Errorf("the refused request kept its in-flight slot: InFlight() = %d", c.InFlight())
+	}
+	if _, err := c.Do(context.Background(), metadataReq()); err != nil {
+		t.Fatalf("the connection after the refused request: %v", err)
+	}
+}
+
+type minProduce struct{ *kmsg.ProduceRequest }
+
+func (minProduce) MinVersion() (int16, string) { return 7, "zstd needs v7" }
+
 // Against an older broker the broker's maximum wins. Kafka 3.0 knows
 // ApiVersions only up to v3, so it answers our first ApiVersions (v5) with
 // UNSUPPORTED_VERSION by itself: this is also the fallback against a real

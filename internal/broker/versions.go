@@ -38,6 +38,16 @@ func negotiate(resp *kmsg.ApiVersionsResponse, caps map[int16]int16) versions {
 	return v
 }
 
+// MinVersioned is a request that cannot go out below some version of its
+// API, whatever kmsg implements (the Produce request of a record batch
+// in format v2, or of a zstd batch): a broker whose highest version is
+// lower fails it with ErrUnsupportedVersion, saying why.
+type MinVersioned interface {
+	// MinVersion is the lowest version the request can go out in, and
+	// what needs it, with what to do (for the error).
+	MinVersion() (v int16, why string)
+}
+
 func (v versions) get(key int16) (int16, bool) {
 	if key < 0 || int(key) >= len(v) || v[key] < 0 {
 		return 0, false
