@@ -112,6 +112,8 @@ func (r *produceRequest) MaxVersion() int16 {
 	return produceMaxVersion
 }
 func (r *produceRequest) SetVersion(v int16) { r.version = min(v, r.MaxVersion()) }
+func (r *produceRequest) GetVersion() int16  { return r.version }
+func (r *produceRequest) IsFlexible() bool   { return r.version >= 9 }
 
 // MinVersion (broker.MinVersioned): record batches of format v2 need
 // Produce v3 (Kafka 0.11; Java 4.x's oldest Produce version), zstd ones v7
@@ -122,8 +124,6 @@ func (r *produceRequest) MinVersion() (int16, string) {
 	}
 	return 3, "kprod's record batches need v3 (Kafka 0.11); kprod, like the Java 4.x client, needs Kafka 2.1 or later"
 }
-func (r *produceRequest) GetVersion() int16 { return r.version }
-func (r *produceRequest) IsFlexible() bool  { return r.version >= 9 }
 func (r *produceRequest) AppendTo(dst []byte) []byte {
 	dst, _ = r.appendBody(dst, nil, false)
 	return dst
