@@ -94,14 +94,15 @@ type summary struct {
 }
 
 type report struct {
-	Env       map[string]string `json:"environment"`
-	Command   string            `json:"command"`
-	Records   int               `json:"records"`
-	Warmup    int               `json:"warmup"`
-	Runs      []runResult       `json:"runs"`
-	Summaries []summary         `json:"summaries"`
-	Skipped   map[string]string `json:"skipped,omitempty"`
-	md        bytes.Buffer
+	Env        map[string]string `json:"environment"`
+	Command    string            `json:"command"`
+	Records    int               `json:"records"`
+	Warmup     int               `json:"warmup"`
+	JavaWarmup int               `json:"java_warmup"`
+	Runs       []runResult       `json:"runs"`
+	Summaries  []summary         `json:"summaries"`
+	Skipped    map[string]string `json:"skipped,omitempty"`
+	md         bytes.Buffer
 }
 
 func coordinate(o *options) error {
@@ -136,11 +137,12 @@ func coordinate(o *options) error {
 	}
 
 	rep := &report{
-		Env:     environment(o),
-		Command: "bench " + strings.Join(os.Args[1:], " "),
-		Records: o.records,
-		Warmup:  o.warmup,
-		Skipped: map[string]string{},
+		Env:        environment(o),
+		Command:    "bench " + strings.Join(os.Args[1:], " "),
+		Records:    o.records,
+		Warmup:     o.warmup,
+		JavaWarmup: o.javaWarmup,
+		Skipped:    map[string]string{},
 	}
 	var clients []string
 	for _, c := range splitList(o.clients) {
@@ -372,7 +374,7 @@ func (rep *report) phase(o *options, t *target, cfg config, clients []string, lo
 	}
 	var sums []summary
 	for _, c := range clients {
-		sums = append(sums, summarize(t, cfg, c, byClient[c], o.records+o.warmup))
+		sums = append(sums, summarize(t, cfg, c, byClient[c], o.records+o.warmupOf(c)))
 	}
 	applyRatios(sums)
 	rep.Summaries = append(rep.Summaries, sums...)
@@ -494,16 +496,15 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 	}
 	res.workerResult = *wr
 	res.MaxRSSMiB = max(res.MaxRSSMiB, float64(wr.PeakRSSKiB)/1024)
-	res.CPUPerMRec = res.ProcCPUSec / (float64(o.records+o.warmup) / 1e6)
-	res.BrokerCPUPerMRec = brokerCPU.Seconds() / (float64(o.records+o.warmup) / 1e6)
+	sent := o.records + o.warmupOf(client)
+	res.CPUPerMRec = res.ProcCPUSec / (float64(sent) / 1e6)
+	res.BrokerCPUPerMRec = brokerCPU.Seconds() / (float64(sent) / 1e6)
 	vctx, vcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer vcancel()
 	if n, err := topicRecords(vctx, t, topic); err == nil {
 		res.OnBroker = n
 	}
-	if res.Failed > 0 {
-		res.Err = fmt.Sprintf("%d records failed: %s", res.Failed, res.FirstError)
-	}
+	res.Err = deliveryErr(&res, client, sent)
 	broker := ""
 	if t.kfake != nil {
 		broker = fmt.Sprintf("  kfake cpu %5.2f s/1M", res.BrokerCPUPerMRec)
@@ -511,6 +512,20 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 	logf("  run %d %-9s %9.0f rec/s %7.1f MiB/s  p50 %7.2f ms  p99 %7.2f ms  max %7.1f ms  cpu %5.2f s/1M%s  rss %6.1f MiB  on broker %d%s",
 		run+1, client, res.RecPerSec, res.MiBPerSec, res.P50Ms, res.P99Ms, res.MaxMs, res.CPUPerMRec, broker, res.MaxRSSMiB, res.OnBroker, errSuffix(res.Err))
 	return res
+}
+
+// deliveryErr is why a run that finished does not count: records whose
+// send failed, or fewer records on the broker than were sent, all of them
+// acknowledged (acks=all), so that the client's count cannot be trusted
+// (the harness row sends none).
+func deliveryErr(res *runResult, client string, sent int) string {
+	switch {
+	case res.Failed > 0:
+		return fmt.Sprintf("%d records failed: %s", res.Failed, res.FirstError)
+	case res.OnBroker >= 0 && res.OnBroker < int64(sent) && client != "harness":
+		return fmt.Sprintf("the broker holds %d of the %d records sent", res.OnBroker, sent)
+	}
+	return ""
 }
 
 // procCPU is the user+sys CPU time of process pid so far (0 if it cannot

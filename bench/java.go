@@ -28,7 +28,8 @@ rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = STDERR
 `
 
-// javaJVMFlags are those kafka-run-class.sh gives kafka-producer-perf-test.sh.
+// javaJVMFlags are those kafka-run-class.sh gives kafka-producer-perf-test.sh
+// (whose heap, -Xmx512M, is -java-heap's default).
 var javaJVMFlags = []string{
 	"-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
 	"-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
@@ -62,8 +63,8 @@ func javaCommand(ctx context.Context, o *options, w *workload, rate float64, log
 		"-cp", filepath.Join(o.javaLibs, "*"),
 		"org.apache.kafka.tools.ProducerPerformance",
 		"--topic", w.topic,
-		"--num-records", strconv.Itoa(o.records+o.warmup),
-		"--warmup-records", strconv.Itoa(o.warmup),
+		"--num-records", strconv.Itoa(o.records+o.javaWarmup),
+		"--warmup-records", strconv.Itoa(o.javaWarmup),
 		"--record-size", strconv.Itoa(w.size),
 		"--throughput", thr,
 		"--bootstrap-server", strings.Join(w.brokers, ","),
@@ -97,6 +98,12 @@ func parseJava(out []byte, o *options) (*workerResult, error) {
 	}
 	f := func(i int) float64 { v, _ := strconv.ParseFloat(best[i], 64); return v }
 	n, _ := strconv.Atoi(best[1])
+	// ProducerPerformance counts only the records acknowledged without
+	// an error (it prints the others' exceptions and still exits 0).
+	want := o.records + o.javaWarmup
+	if best[2] != "" {
+		want = o.records // the steady-state line
+	}
 	res := &workerResult{
 		Client:    "java",
 		Records:   n,
@@ -108,6 +115,10 @@ func parseJava(out []byte, o *options) (*workerResult, error) {
 	}
 	if res.RecPerSec > 0 {
 		res.ElapsedSec = float64(n) / res.RecPerSec
+	}
+	if n < want {
+		res.Failed = int64(want - n)
+		res.FirstError = fmt.Sprintf("ProducerPerformance acknowledged %d of %d records; its stderr has the exceptions", n, want)
 	}
 	res.clientInfo = clientInfo{
 		Idempotent: yes(true),

@@ -39,6 +39,9 @@ type options struct {
 	brokers string
 	records int
 	warmup  int
+	// javaWarmup is ProducerPerformance's --warmup-records: the JVM's JIT
+	// needs far more records than the Go clients' warmup to settle.
+	javaWarmup int
 
 	// Worker.
 	worker      bool
@@ -62,14 +65,15 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.batches, "batches", "16384", "batch sizes in bytes (batch.size), comma-separated (e.g. 16384,1048576)")
 	fs.StringVar(&o.compressions, "compressions", "none", "compression codecs, comma-separated: none, lz4")
 	fs.IntVar(&o.records, "records", 1_000_000, "records per client and run (warm-up records not included)")
-	fs.IntVar(&o.warmup, "warmup", 10_000, "records each client sends before the measurement starts")
+	fs.IntVar(&o.warmup, "warmup", 10_000, "records each Go client sends before the measurement starts")
+	fs.IntVar(&o.javaWarmup, "java-warmup", 300_000, "records the Java client (ProducerPerformance --warmup-records) sends before its steady state: its JIT compiles the send path meanwhile")
 	fs.IntVar(&o.partitions, "partitions", 6, "partitions of each benchmark topic")
 	fs.IntVar(&o.runs, "runs", 3, "runs per client and configuration; the table shows medians")
 	fs.StringVar(&o.rate, "rate", "0", "records/s per client: 0 = as fast as it goes; a number; `half` = an unthrottled pass, then one at half the slowest client's median rate (every client keeps up: a latency comparison); half:CLIENT = at half of that client's")
 	fs.StringVar(&o.jsonOut, "json", "", "also write every run and the medians as JSON to this `file`")
 	fs.StringVar(&o.mdOut, "out", "", "write the Markdown table to this `file` as well as stdout")
 	fs.StringVar(&o.javaLibs, "java-libs", "", "directory of the Kafka jars for the Java client (default $KPROD_CACHE/libs or $HOME/.cache/kprod/kafka-$KPROD_KAFKA_VERSION/libs)")
-	fs.StringVar(&o.javaHeap, "java-heap", "-Xmx256M", "JVM heap flags for ProducerPerformance (kafka-run-class.sh's default)")
+	fs.StringVar(&o.javaHeap, "java-heap", "-Xmx512M", "JVM heap flags for ProducerPerformance (bin/kafka-producer-perf-test.sh's)")
 	fs.DurationVar(&o.runTimeout, "run-timeout", 5*time.Minute, "a worker that runs longer is killed and its run recorded as failed")
 	fs.IntVar(&o.kfakeBrokers, "kfake-brokers", 3, "brokers of the kfake target when given as plain kfake")
 	fs.BoolVar(&o.kfakeStore, "kfake-store", false, "let kfake keep produced records in memory (default: BlackholeProduce, which acknowledges without storing)")
@@ -86,6 +90,14 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.Float64Var(&o.rateN, "rate-n", 0, "internal (worker): records/s, 0 = unlimited")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "internal (worker): write a CPU profile of the measured part to this `file`")
 	fs.BoolVar(&o.kfakeServe, "kfake-serve", false, "internal: serve a kfake cluster of -kfake-brokers brokers until stdin closes")
+}
+
+// warmupOf is how many records client sends before its measurement.
+func (o *options) warmupOf(client string) int {
+	if client == "java" {
+		return o.javaWarmup
+	}
+	return o.warmup
 }
 
 // listFlag is a repeatable string flag.
