@@ -917,10 +917,10 @@ func (t *txnManager) closeAbort(ctx context.Context) {
 	t.mu.Lock()
 	open := t.state == txnInTransaction || t.state == txnAbortable || t.state == txnAborting ||
 		(t.state == txnCommitting && !t.endSent)
-	committed := t.state == txnCommitting && t.endSent
+	commitSent := t.state == txnCommitting && t.endSent
 	gen := t.gen.Load()
 	t.mu.Unlock()
-	if committed {
+	if commitSent {
 		// A CommitTransaction cut short after it sent EndTxn(commit):
 		// the commit is decided, and only an answer ends it. Java's
 		// close completes the pending EndTxn too; left alone, the
