@@ -74,7 +74,8 @@ func (s *sender) maybeIdempotentFatal(err error) {
 	case errors.Is(err, kerr.ClusterAuthorizationFailed):
 		hint = "; does the principal have WRITE on the topic (or IDEMPOTENT_WRITE on the cluster)? else set enable.idempotence=false"
 	case errors.Is(err, kerr.ErrUnsupportedVersion), errors.Is(err, kerr.UnsupportedVersion):
-		hint = "; the broker is too old for an idempotent producer: set enable.idempotence=false"
+		// The cause says what to do (another compression.type, a newer
+		// broker).
 	default:
 		return
 	}

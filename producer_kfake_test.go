@@ -959,4 +959,10 @@ func TestZstdNeedsProduceV7(t *testing.T) {
 	if n := sent.Load(); n != 0 {
 		t.Errorf("%d Produce requests reached the broker", n)
 	}
+	// Idempotent, the producer cannot go on (as Java's), and still says
+	// what to change, not to turn idempotence off.
+	err = p.SendSync(ctxT(t, 10*time.Second), &Record{Topic: "t", Value: []byte("again")})
+	if !errors.Is(err, ErrFatal) || !strings.Contains(err.Error(), "compression.type") || strings.Contains(err.Error(), "enable.idempotence") {
+		t.Fatalf("the next record: %v, want ErrFatal saying to change compression.type", err)
+	}
 }
