@@ -3,6 +3,7 @@ package kprod
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -460,6 +461,90 @@ func TestCallbackOrderForcedCloseParkedBehindQueued(t *testing.T) {
 
 // callbackOrder records the order in which the callbacks of numbered
 // records ran, and their errors.
+// When the producer fails for good (idempotent: a produce refused with
+// CLUSTER_AUTHORIZATION_FAILED; transactional: the transactional id's
+// authorization), the batches still queued fail, but one whose partition
+// has an older batch in flight waits for it: that partition's callbacks
+// keep their order.
+func TestFatalKeepsCallbackOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		code int16
+		txn  bool
+	}{
+		{"idempotent", kerr.ClusterAuthorizationFailed.Code, false},
+		{"transactional", kerr.TransactionalIDAuthorizationFailed.Code, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newFake(t, 2)
+			if l0 := c.LeaderFor("t", 0); l0 == c.LeaderFor("t", 1) {
+				if err := c.MoveTopicPartition("t", 1, (l0+1)%3); err != nil {
+					t.Fatal(err)
+				}
+			}
+			release, open := gate(t)
+			var holdP1, failP0 atomic.Bool
+			c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				req := r.(*kmsg.ProduceRequest)
+				for _, rt := range req.Topics {
+					for _, rp := range rt.Partitions {
+						if rp.Partition == 1 && holdP1.Load() {
+							c.SleepControl(func() { <-release })
+							return nil, nil, false
+						}
+						if rp.Partition == 0 && failP0.Load() {
+							return produceResp(req, tc.code, nil), nil, true
+						}
+					}
+				}
+				return nil, nil, false
+			})
+			cfg := testConfig(c)
+			cfg.Linger = 0
+			ctx := ctxT(t, 20*time.Second)
+			var p *Producer
+			if tc.txn {
+				p = beginTxn(t, c, cfg, "fatal-order", false)
+			} else {
+				p = newTestProducer(t, cfg)
+			}
+			if _, err := p.PartitionsFor(ctx, "t"); err != nil {
+				t.Fatal(err)
+			}
+			holdP1.Store(true)
+			var o callbackOrder
+			o.sendTo(ctx, p, 1, 1)
+			waitInFlight(t, p, 1) // 1 is held by partition 1's leader
+			// 2 waits behind it: a partition sends one batch at a time
+			// until its first is acknowledged.
+			o.sendTo(ctx, p, 2, 1)
+			failP0.Store(true)
+			o.sendTo(ctx, p, 3, 0)
+			q := (*p.acc.topic("t").parts.Load())[1]
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+				q.mu.Lock()
+				n := len(q.batches)
+				q.mu.Unlock()
+				if n == 0 {
+					break // the fatal error took 2 from its deque
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the fatal error did not fail the queued batch")
+				}
+			}
+			open()
+			order, errs := o.wait()
+			if i1, i2 := slices.Index(order, 1), slices.Index(order, 2); i2 < i1 {
+				t.Errorf("callbacks ran in the order %v: 2, sent to partition 1 after 1, got its outcome first", order)
+			}
+			if !errors.Is(errs[2], ErrFatal) && !errors.Is(errs[2], kerr.ErrFatal) {
+				t.Errorf("the queued record: %v, want ErrFatal", errs[2])
+			}
+		})
+	}
+}
+
 type callbackOrder struct {
 	mu    sync.Mutex
 	order []int
@@ -468,9 +553,12 @@ type callbackOrder struct {
 }
 
 // send sends record i, 64 bytes, to t[0].
-func (o *callbackOrder) send(ctx context.Context, p *Producer, i int) {
+func (o *callbackOrder) send(ctx context.Context, p *Producer, i int) { o.sendTo(ctx, p, i, 0) }
+
+// sendTo sends record i, 64 bytes, to t[part].
+func (o *callbackOrder) sendTo(ctx context.Context, p *Producer, i int, part int32) {
 	o.wg.Add(1)
-	p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 64)}).ToPartition(0), func(_ *Record, err error) {
+	p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 64)}).ToPartition(part), func(_ *Record, err error) {
 		o.mu.Lock()
 		o.order = append(o.order, i)
 		if o.errs == nil {

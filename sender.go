@@ -920,7 +920,9 @@ func (s *sender) takeFront(q *partq, before *batch) *batch {
 }
 
 // abortQueued fails every batch still in a deque (Close's ctx ended, or
-// the idempotent producer hit a fatal error).
+// the producer hit a fatal error). A batch with an older one of its
+// partition still in flight is parked behind it (failInOrder), so that
+// the partition's callbacks keep their order.
 func (s *sender) abortQueued(why func(*batch) error) {
 	for _, q := range *s.p.acc.parts.Load() {
 		q.mu.Lock()
@@ -932,7 +934,7 @@ func (s *sender) abortQueued(why func(*batch) error) {
 				break
 			}
 			b.aborted = true
-			s.complete(b, -1, -1, -1, why(b))
+			s.failInOrder(b, why(b))
 		}
 	}
 }
