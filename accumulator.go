@@ -380,6 +380,17 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		*held = heldBuf{}
 	} else {
 		a.releaseHeld(held)
+		if size > limit {
+			// A Send from a callback cannot wait for memory: if the
+			// grown buffer a compressed batch wants is not free, it
+			// takes the largest that is (batch.size at least, the
+			// memory of the batch whose callbacks run) and fills by
+			// what that holds, as above.
+			if fit := a.pool.fitNow(size, limit); fit < size {
+				ratio = max(ratio, recbatch.EstimateForCapacity(limit, fit))
+				size = fit
+			}
+		}
 		if buf, err = a.pool.allocate(ctx, size, maxBlock); err != nil {
 			return appendResult{}, err
 		}

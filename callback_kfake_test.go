@@ -467,3 +467,55 @@ func oneBatchOfMemory(t *testing.T, c *kfake.Cluster) (p *Producer, ctx context.
 	}
 	return p, ctx, holdRequests(t, c, kmsg.Produce)
 }
+
+// With compression a partition's batches that fill grow their buffer
+// (2 × batch.size and up, newBatchSize). A Send from a callback, which
+// cannot wait, then takes what is free — at least the batch.size of the
+// batch whose callbacks run — and fills by that, instead of failing
+// with ErrBufferFull because the grown size is not free.
+func TestSendFromCallbackCompressedGetsItsBatchMemory(t *testing.T) {
+	c := newFake(t, 2)
+	if l0 := c.LeaderFor("t", 0); l0 == c.LeaderFor("t", 1) {
+		if err := c.MoveTopicPartition("t", 1, (l0+1)%3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release, open := gate(t)
+	defer open()
+	var holdP1 atomic.Bool
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, rt := range r.(*kmsg.ProduceRequest).Topics {
+			for _, rp := range rt.Partitions {
+				if rp.Partition == 1 && holdP1.Load() {
+					c.SleepControl(func() { <-release })
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.CompressionType = CompressionLz4
+	cfg.BatchSize = 1024
+	cfg.BufferMemory = 2048
+	cfg.Linger = 0
+	cfg.MaxBlock = time.Minute
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := p.PartitionsFor(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	holdP1.Store(true)
+	p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(1), nil) // half of buffer.memory, held
+	waitInFlight(t, p, 1)
+	again := make(chan error, 1)
+	p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(0), func(_ *Record, err error) {
+		if err != nil {
+			t.Errorf("first record: %v", err)
+		}
+		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(0), func(_ *Record, err error) { again <- err })
+	})
+	if err := <-again; err != nil { // partition 1's batch still held
+		t.Fatalf("the record sent again from its callback: %v", err)
+	}
+}

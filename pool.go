@@ -72,6 +72,27 @@ func (p *bufferPool) class(size int) int {
 	return -1
 }
 
+// fitNow is, for the sender goroutine (cannotWait), the largest pooled
+// size from least up to size that the pool can hand out at once, or size
+// if none can (allocate then says why); for any other caller, size: it
+// waits for the memory it asked for.
+func (p *bufferPool) fitNow(size, least int) int {
+	if p.cannotWait == nil || !p.cannotWait() {
+		return size
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.available >= int64(size) {
+		return size
+	}
+	for c := poolClasses - 1; c >= 0; c-- {
+		if s := p.poolable << c; s >= least && s < size && int64(s) <= p.available {
+			return s
+		}
+	}
+	return size
+}
+
 type poolWaiter struct {
 	need  int64
 	ready chan struct{} // closed when the memory is reserved for this waiter
@@ -108,8 +129,8 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 	if p.cannotWait != nil && p.cannotWait() {
 		p.mu.Unlock()
 		p.exhausted.add(time.Now(), 1)
-		return nil, fmt.Errorf("%w: a Send from a callback needs %d bytes and buffer.memory (%d bytes) is in use by batches not yet delivered; it cannot wait for them there, since callbacks run on the goroutine that frees their memory: send from another goroutine, or raise buffer.memory",
-			kerr.ErrBufferFull, size, p.total)
+		return nil, fmt.Errorf("%w: a Send from a callback needs %d bytes and %d of buffer.memory's %d bytes are free (the rest is in use by batches not yet delivered); it cannot wait for them there, since callbacks run on the goroutine that frees their memory: send from another goroutine, or raise buffer.memory",
+			kerr.ErrBufferFull, size, max(p.available, 0), p.total)
 	}
 	w := &poolWaiter{need: int64(size), ready: make(chan struct{})}
 	el := p.waiters.PushBack(w)
