@@ -149,7 +149,7 @@ func (rep *report) writeFooter() {
 		"(start-up and warm-up included) per million records sent; kfake CPU: the same for the kfake process while the client's process ran " +
 		"(client and broker share the cores); peak RSS: the highest VmHWM of that process. " +
 		"Each record's value is random upper-case letters, a window at a random place in 4 MiB of them, as ProducerPerformance makes a fresh random value per record. " +
-		"The Java client's (ProducerPerformance's) records/s is its own: timed from its warm-up's end as handed to send, with the JIT still warming, to close.\n")
+		"The Java client's (ProducerPerformance's) records/s is its own: timed from the end of its warm-up (-java-warmup records, for its JIT), as handed to send, to close; its CPU column includes the JVM's start, the JIT and the warm-up.\n")
 }
 
 func msText(v float64) string {
