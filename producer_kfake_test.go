@@ -201,12 +201,11 @@ func produceResp(req *kmsg.ProduceRequest, code int16, fail func(topic string, p
 	return resp
 }
 
-// A batch refused for some of its records (record_errors, KIP-467):
-// those records get the broker's error with their own message; the
-// others, refused with them though valid, get ErrBatchRejected and can be
-// sent again (as Java's "part of a batch which had one or more invalid
-// records").
-func TestRecordErrorsNameTheInvalidRecord(t *testing.T) {
+// refusedBatchOfThree sends three records in one batch, which the broker
+// refuses with code and, per record index, the record_errors given
+// (KIP-467), and returns the records and, once all ran, their outcomes.
+func refusedBatchOfThree(t *testing.T, code int16, recErrs map[int32]string) ([]*Record, *outcomes) {
+	t.Helper()
 	c := newFake(t, 1)
 	var once atomic.Bool
 	c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
@@ -214,12 +213,16 @@ func TestRecordErrorsNameTheInvalidRecord(t *testing.T) {
 		if once.Swap(true) {
 			return nil, nil, false
 		}
-		resp := produceResp(r.(*kmsg.ProduceRequest), kerr.InvalidRecord.Code, nil)
+		resp := produceResp(r.(*kmsg.ProduceRequest), code, nil)
 		rp := &resp.Topics[0].Partitions[0]
 		rp.ErrorMessage = kmsg.StringPtr("One or more records have been rejected")
-		re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
-		re.RelativeOffset, re.ErrorMessage = 1, kmsg.StringPtr("Compacted topic cannot accept message without key")
-		rp.ErrorRecords = append(rp.ErrorRecords, re)
+		for i := range int32(3) {
+			if m, ok := recErrs[i]; ok {
+				re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+				re.RelativeOffset, re.ErrorMessage = i, kmsg.StringPtr(m)
+				rp.ErrorRecords = append(rp.ErrorRecords, re)
+			}
+		}
 		return resp, nil, true
 	})
 	cfg := testConfig(c)
@@ -235,6 +238,16 @@ func TestRecordErrorsNameTheInvalidRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.wait(t, 10*time.Second)
+	return recs, o
+}
+
+// A batch refused for some of its records (record_errors, KIP-467):
+// those records get the broker's error with their own message; the
+// others, refused with them though valid, get ErrBatchRejected and can be
+// sent again (as Java's "part of a batch which had one or more invalid
+// records").
+func TestRecordErrorsNameTheInvalidRecord(t *testing.T) {
+	recs, o := refusedBatchOfThree(t, kerr.InvalidRecord.Code, map[int32]string{1: "Compacted topic cannot accept message without key"})
 	if err := o.errs[recs[1]]; !errors.Is(err, kerr.InvalidRecord) || !strings.Contains(err.Error(), "without key") {
 		t.Errorf("the invalid record: %v, want INVALID_RECORD with its own message", err)
 	}
@@ -254,36 +267,11 @@ func TestRecordErrorsSeveralAreInvalidRecord(t *testing.T) {
 	msgs := []string{"Timestamp 1 of message with offset 0 is out of range", "Compacted topic cannot accept message without key"}
 	for _, n := range []int{1, 2} {
 		t.Run(fmt.Sprint(n, " record errors"), func(t *testing.T) {
-			c := newFake(t, 1)
-			var once atomic.Bool
-			c.ControlKey(0, func(r kmsg.Request) (kmsg.Response, error, bool) {
-				c.KeepControl()
-				if once.Swap(true) {
-					return nil, nil, false
-				}
-				resp := produceResp(r.(*kmsg.ProduceRequest), kerr.InvalidTimestamp.Code, nil)
-				rp := &resp.Topics[0].Partitions[0]
-				rp.ErrorMessage = kmsg.StringPtr("One or more records have been rejected due to invalid timestamp")
-				for i, m := range msgs[:n] {
-					re := kmsg.NewProduceResponseTopicPartitionErrorRecord()
-					re.RelativeOffset, re.ErrorMessage = int32(i), kmsg.StringPtr(m)
-					rp.ErrorRecords = append(rp.ErrorRecords, re)
-				}
-				return resp, nil, true
-			})
-			cfg := testConfig(c)
-			cfg.Linger = time.Hour // one batch of three
-			p := newTestProducer(t, cfg)
-			o := newOutcomes(t)
-			recs := make([]*Record, 3)
-			for i := range recs {
-				recs[i] = &Record{Topic: "t", Value: []byte{byte('a' + i)}}
-				p.Send(context.Background(), recs[i], o.cb())
+			recErrs := map[int32]string{}
+			for i, m := range msgs[:n] {
+				recErrs[int32(i)] = m
 			}
-			if err := p.Flush(ctxT(t, 10*time.Second)); err != nil {
-				t.Fatal(err)
-			}
-			o.wait(t, 10*time.Second)
+			recs, o := refusedBatchOfThree(t, kerr.InvalidTimestamp.Code, recErrs)
 			want := kerr.InvalidRecord
 			if n == 1 {
 				want = kerr.InvalidTimestamp

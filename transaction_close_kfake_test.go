@@ -19,25 +19,7 @@ import (
 // for buffer memory (in an outage only the abort frees it): that Send
 // stops waiting and its record fails with ErrTransactionAborted.
 func TestTxnAbortNotBlockedBySendWaitingForMemory(t *testing.T) {
-	c := newFake(t, 4)
-	cfg := testConfig(c)
-	cfg.BufferMemory = 64 << 10
-	cfg.BatchSize = 16 << 10
-	cfg.MaxBlock = 10 * time.Second
-	p := beginTxn(t, c, cfg, "abort-memory", false)
-	open, held := holdCounted(t, c, kmsg.Produce)
-	ctx := ctxT(t, 30*time.Second)
-	for part := range int32(4) { // four batches: all of buffer.memory
-		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(part), nil)
-	}
-	sendErr := make(chan error, 1)
-	go func() { sendErr <- p.SendSync(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(0)) }()
-	// A batch in flight (held), so that the abort has to wait for it.
-	for deadline := time.Now().Add(10 * time.Second); p.Metrics().WaitingThreads == 0 || held.Load() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the fifth Send did not wait for memory (%d waiting) or no batch was sent (%d produce requests)", p.Metrics().WaitingThreads, held.Load())
-		}
-	}
+	p, ctx, open, sendErr := txnSendWaitingForMemory(t, "abort-memory", 10*time.Second)
 	actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -394,24 +376,7 @@ func TestCloseFinishesCommitCutShort(t *testing.T) {
 // transaction still open, before that Send gives up, and an abort then
 // ends both; the goroutine that waited for the lock ends by Close.
 func TestTxnCommitCtxWhileSendWaitsForMemory(t *testing.T) {
-	c := newFake(t, 4)
-	cfg := testConfig(c)
-	cfg.BufferMemory = 64 << 10
-	cfg.BatchSize = 16 << 10
-	cfg.MaxBlock = time.Minute
-	p := beginTxn(t, c, cfg, "commit-memory", false)
-	open, held := holdCounted(t, c, kmsg.Produce)
-	ctx := ctxT(t, 30*time.Second)
-	for part := range int32(4) { // four batches: all of buffer.memory
-		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(part), nil)
-	}
-	sendErr := make(chan error, 1)
-	go func() { sendErr <- p.SendSync(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(0)) }()
-	for deadline := time.Now().Add(10 * time.Second); p.Metrics().WaitingThreads == 0 || held.Load() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the fifth Send did not wait for memory (%d waiting) or no batch was sent (%d produce requests)", p.Metrics().WaitingThreads, held.Load())
-		}
-	}
+	p, ctx, open, sendErr := txnSendWaitingForMemory(t, "commit-memory", time.Minute)
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	if err := p.CommitTransaction(cctx); !errors.Is(err, ErrTransactionTimeout) {
@@ -433,4 +398,31 @@ func TestTxnCommitCtxWhileSendWaitsForMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNoProducerGoroutines(t, "Close")
+}
+
+// txnSendWaitingForMemory is a transaction whose four batches fill
+// buffer.memory, held in flight until open is called, and a fifth Send
+// of it (its outcome on sendErr) waiting for memory, up to maxBlock.
+func txnSendWaitingForMemory(t *testing.T, id string, maxBlock time.Duration) (p *Producer, ctx context.Context, open func(), sendErr chan error) {
+	t.Helper()
+	c := newFake(t, 4)
+	cfg := testConfig(c)
+	cfg.BufferMemory = 64 << 10
+	cfg.BatchSize = 16 << 10
+	cfg.MaxBlock = maxBlock
+	p = beginTxn(t, c, cfg, id, false)
+	open, held := holdCounted(t, c, kmsg.Produce)
+	ctx = ctxT(t, 30*time.Second)
+	for part := range int32(4) { // four batches: all of buffer.memory
+		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(part), nil)
+	}
+	sendErr = make(chan error, 1)
+	go func() { sendErr <- p.SendSync(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(0)) }()
+	// A batch in flight (held), so that a commit or abort has to wait for it.
+	for deadline := time.Now().Add(10 * time.Second); p.Metrics().WaitingThreads == 0 || held.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fifth Send did not wait for memory (%d waiting) or no batch was sent (%d produce requests)", p.Metrics().WaitingThreads, held.Load())
+		}
+	}
+	return p, ctx, open, sendErr
 }
