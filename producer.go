@@ -605,12 +605,6 @@ func (p *Producer) finishClose() { p.finishCloseThen(nil) }
 // lets other Closes return.
 func (p *Producer) finishCloseThen(before func()) {
 	p.cl.Close()
-	if p.txn != nil {
-		// A commit's lock taker ends once the Sends it waits for have
-		// failed, which the pool's close at the start of Close made
-		// them do.
-		p.txn.lockers.Wait()
-	}
 	// The sender has ended, so every OnAcknowledgement of a buffered
 	// record has run: the interceptors can let go of their state.
 	p.closeInterceptors()

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kprod/kprod/internal/broker"
-	"github.com/kprod/kprod/internal/live"
 	"github.com/kprod/kprod/kerr"
 )
 
@@ -88,11 +87,8 @@ type txnManager struct {
 	// or the abort's wait. The sender never waits for it (a callback's
 	// Send only tries it, beginSend): a record appended while the sender
 	// makes the transaction abortable is failed by the sender's next
-	// round.
-	appendMu sync.RWMutex
-	// lockers counts the goroutines lockAppends started to take appendMu
-	// for a commit that may give up first; Close waits for them.
-	lockers sync.WaitGroup
+	// round. A commit's wait for it ends with its ctx (appendGate).
+	appendMu appendGate
 
 	// sem serializes requests to coordinators (one at a time, as the
 	// Java client does): capacity 1, held across one operation's retries.
@@ -611,7 +607,10 @@ func (p *Producer) CommitTransaction(ctx context.Context) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxBlock)
 	defer cancel()
-	if err := t.lockAppends(ctx); err != nil {
+	// A Send of the transaction waiting for buffer memory holds appendMu
+	// for reading up to its max.block.ms; the commit waits for its record,
+	// but no longer than its own ctx.
+	if err := t.appendMu.Lock(ctx); err != nil {
 		return fmt.Errorf("CommitTransaction: %w: a Send of the transaction is waiting for buffer memory (%w), and the commit waits for its record; the transaction is still open: call CommitTransaction or AbortTransaction again", kerr.ErrTransactionTimeout, err)
 	}
 	t.mu.Lock()
@@ -630,43 +629,6 @@ func (p *Producer) CommitTransaction(ctx context.Context) (err error) {
 		return fmt.Errorf("CommitTransaction: %w; the transaction is still open: call CommitTransaction or AbortTransaction again", waitEnded(ctx, err))
 	}
 	return t.endCommit(ctx, gen)
-}
-
-// lockAppends takes appendMu for writing, as the commit must (it waits
-// for every Send of the transaction to append), or gives up when ctx
-// ends: a Send waiting for buffer memory holds it for reading up to its
-// max.block.ms, which must not outlast the commit's ctx. A goroutine
-// waits for the lock then, and hands it over, or lets go of it at once
-// if the commit gave up meanwhile; it ends once the Sends that hold the
-// lock append or fail (Close fails them all: it closes the pool first).
-func (t *txnManager) lockAppends(ctx context.Context) error {
-	if t.appendMu.TryLock() {
-		return nil
-	}
-	const waiting, handed, gaveUp = 0, 1, 2
-	var state atomic.Int32
-	got := make(chan struct{})
-	t.lockers.Add(1)
-	live.Go()
-	go func() {
-		defer t.lockers.Done()
-		defer live.Done()
-		t.appendMu.Lock()
-		if !state.CompareAndSwap(waiting, handed) {
-			t.appendMu.Unlock()
-		}
-		close(got)
-	}()
-	select {
-	case <-got:
-		return nil // handed: only this call gives up
-	case <-ctx.Done():
-		if state.CompareAndSwap(waiting, gaveUp) {
-			return ctx.Err()
-		}
-		<-got // handed over at the same moment: take it
-		return nil
-	}
 }
 
 // endCommit is the end of CommitTransaction once its records are
@@ -737,7 +699,7 @@ func (t *txnManager) beginAbort() (uint64, error) {
 	// transaction's unsent records do), so the abort takes appendMu at
 	// once. (Java's abort does not wait for its senders either.)
 	t.p.pool.refuseWaits(fmt.Errorf("%w: AbortTransaction was called while the record waited for buffer memory; send it again in the next transaction", kerr.ErrTransactionAborted))
-	t.appendMu.Lock()
+	_ = t.appendMu.Lock(context.Background()) // at once: the waits for memory failed
 	t.p.pool.allowWaits()
 	defer t.appendMu.Unlock()
 	t.mu.Lock()

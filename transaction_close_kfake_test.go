@@ -60,7 +60,7 @@ func TestTxnSendFromCallbackDuringCommitDoesNotWait(t *testing.T) {
 			t.Fatal("the first record was not sent")
 		}
 	}
-	p.txn.appendMu.Lock()
+	_ = p.txn.appendMu.Lock(context.Background())
 	open()
 	select {
 	case err := <-got:
@@ -373,8 +373,9 @@ func TestCloseFinishesCommitCutShort(t *testing.T) {
 // CommitTransaction waits for a Send of the transaction that waits for
 // buffer memory (its record belongs to the transaction), but no longer
 // than its own ctx: it returns ErrTransactionTimeout with the
-// transaction still open, before that Send gives up, and an abort then
-// ends both; the goroutine that waited for the lock ends by Close.
+// transaction still open, before that Send gives up, and leaves nothing
+// waiting behind it: other Sends of the open transaction, from callbacks
+// too, are not held back or refused. An abort then ends both.
 func TestTxnCommitCtxWhileSendWaitsForMemory(t *testing.T) {
 	p, ctx, open, sendErr := txnSendWaitingForMemory(t, "commit-memory", time.Minute)
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -382,6 +383,10 @@ func TestTxnCommitCtxWhileSendWaitsForMemory(t *testing.T) {
 	if err := p.CommitTransaction(cctx); !errors.Is(err, ErrTransactionTimeout) {
 		t.Fatalf("CommitTransaction while a Send waits for memory: %v, want ErrTransactionTimeout", err)
 	}
+	if !p.txn.appendMu.TryRLock() { // as a Send from a callback tries it
+		t.Fatal("after the commit gave up, Sends of the open transaction are still held back by it")
+	}
+	p.txn.appendMu.RUnlock()
 	select {
 	case err := <-sendErr:
 		t.Fatalf("the Send waiting for memory ended (%v) before the commit returned: the commit waited for it past its ctx", err)

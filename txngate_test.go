@@ -1,0 +1,75 @@
+package kprod
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// appendGate: a writer waiting keeps new readers out; one that gives up
+// when its ctx ends leaves nothing behind; readers and writers exclude
+// each other.
+func TestAppendGate(t *testing.T) {
+	var g appendGate
+	g.RLock() // a Send waiting for memory
+
+	ctx, cancel := context.WithCancel(context.Background())
+	locked := make(chan error, 1)
+	go func() { locked <- g.Lock(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		g.mu.Lock()
+		w := g.waiting
+		g.mu.Unlock()
+		if w == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not start waiting")
+		}
+	}
+	if g.TryRLock() {
+		t.Fatal("a reader got in while a writer waited")
+	}
+	cancel()
+	if err := <-locked; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock with its ctx ended: %v, want context.Canceled", err)
+	}
+	if !g.TryRLock() {
+		t.Fatal("after the writer gave up, a reader is still kept out")
+	}
+	g.RUnlock()
+
+	go func() { locked <- g.Lock(context.Background()) }()
+	readerIn := make(chan struct{})
+	go func() {
+		for {
+			g.mu.Lock()
+			w := g.waiting
+			g.mu.Unlock()
+			if w == 1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		g.RLock() // waits for the writer, then for its Unlock
+		close(readerIn)
+	}()
+	select {
+	case err := <-locked:
+		t.Fatalf("the writer got in while a reader held the gate: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.RUnlock() // the first reader leaves: the writer goes first
+	if err := <-locked; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-readerIn:
+		t.Fatal("a reader got in while the writer held the gate")
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.Unlock()
+	<-readerIn
+	g.RUnlock()
+}
