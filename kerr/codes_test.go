@@ -145,6 +145,11 @@ func TestResponseErrorWrapping(t *testing.T) {
 	if !IsRetriable(fmt.Errorf("%w; last error: %w", ErrDeliveryTimeout, fmt.Errorf("%w: dial", ErrConnectionLost))) {
 		t.Error("IsRetriable(ErrDeliveryTimeout wrapping ErrConnectionLost) = false")
 	}
+	// A last error the idempotent sender retries although its code is not
+	// retriable (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER).
+	if !IsRetriable(fmt.Errorf("%w; last error: %w", ErrDeliveryTimeout, &ResponseError{Err: OutOfOrderSequenceNumber, Broker: 1})) {
+		t.Error("IsRetriable(ErrDeliveryTimeout wrapping OUT_OF_ORDER_SEQUENCE_NUMBER) = false")
+	}
 
 	fenced := fmt.Errorf("send: %w", &ResponseError{Err: ProducerFenced, Broker: -1})
 	if IsRetriable(fenced) {

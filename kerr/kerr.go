@@ -145,6 +145,9 @@ func IsRetriable(err error) bool {
 	if err == nil || errors.Is(err, ErrAuthentication) {
 		return false
 	}
+	if errors.Is(err, ErrDeliveryTimeout) {
+		return true // whatever its last error was (Java's TimeoutException)
+	}
 	var be *BrokerError
 	if errors.As(err, &be) {
 		return be.Retriable
