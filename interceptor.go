@@ -116,7 +116,7 @@ func (p *Producer) intercept(r *Record, cb func(*Record, error)) (*Record, func(
 func (p *Producer) onSend(ic Interceptor, r *Record) (out *Record) {
 	defer func() {
 		if v := recover(); v != nil {
-			p.log.Warn("interceptor OnSend panicked; the record goes on as it was before it",
+			p.log.Warn("interceptor OnSend panicked; the record it was given goes on, with any change it made before it panicked",
 				"interceptor", fmt.Sprintf("%T", ic), "topic", r.Topic, "panic", v)
 			out = r
 		}

@@ -228,8 +228,13 @@ func (tp *TypedProducer[K, V]) Send(ctx context.Context, r *TypedRecord[K, V], c
 	if tp.p.closed.Load() {
 		// Unserialized: a closed producer refuses the record with
 		// ErrClosed, which record-error-total does not count, whatever
-		// its serializers would have said (Java checks first too).
-		tp.p.sendWith(ctx, rec, done, silent)
+		// its serializers would have said (Java checks first too). The
+		// interceptors, which see serialized records, get only its
+		// outcome, as for a serializer's failure.
+		err := &sendClosedError{topic: r.Topic}
+		rec.failedUnbuffered()
+		tp.p.onAcknowledgement(rec, err)
+		done(rec, err)
 		return
 	}
 	var err error

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,7 +237,13 @@ func TestMaxRequestSizeBoundary(t *testing.T) {
 // serializes).
 func TestTypedSendAfterClose(t *testing.T) {
 	c := newFake(t, 1)
-	p := newTestProducer(t, testConfig(c))
+	cfg := testConfig(c)
+	var sends, acks atomic.Int32
+	cfg.Interceptors = []Interceptor{InterceptorFuncs{
+		Send: func(r *Record) *Record { sends.Add(1); return r },
+		Ack:  func(_ *Record, err error) { acks.Add(1) },
+	}}
+	p := newTestProducer(t, cfg)
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -253,5 +260,10 @@ func TestTypedSendAfterClose(t *testing.T) {
 	}
 	if n := p.Metrics().RecordErrorTotal; n != 0 {
 		t.Errorf("record-error-total %d after a Send after Close, want 0", n)
+	}
+	// Interceptors see serialized records: this one was not, so they get
+	// only its outcome.
+	if s, a := sends.Load(), acks.Load(); s != 0 || a != 1 {
+		t.Errorf("interceptors: %d OnSend, %d OnAcknowledgement; want 0 and 1", s, a)
 	}
 }
