@@ -711,3 +711,54 @@ func waitTxnState(t *testing.T, p *Producer, state txnState) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A record that joined the transaction (it passed the state check) but
+// failed afterwards, waiting for its topic's metadata, once the commit's
+// EndTxn(commit) was out, does not make the transaction abortable: the
+// coordinator decides the outcome, and the commit called again learns it.
+func TestSendFailedAfterEndTxnSentLeavesCommit(t *testing.T) {
+	c := newFake(t, 1)
+	var asked atomic.Bool
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, Observe: true, Count: -1, When: func(r kmsg.Request) bool {
+		for _, mt := range r.(*kmsg.MetadataRequest).Topics {
+			if mt.Topic != nil && *mt.Topic == "missing" {
+				asked.Store(true)
+			}
+		}
+		return true
+	}})
+	cfg := testConfig(c)
+	cfg.MaxBlock = time.Second
+	p := newTxnProducer(t, cfg, "failed-after-endtxn", false)
+	ctx := ctxT(t, 20*time.Second)
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("in txn")}); err != nil {
+		t.Fatal(err)
+	}
+	missing := make(chan error, 1)
+	go func() { missing <- p.SendSync(ctx, &Record{Topic: "missing", Value: []byte("x")}) }()
+	for deadline := time.Now().Add(10 * time.Second); !asked.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the Send to a missing topic did not ask for its metadata")
+		}
+	}
+	open := holdRequests(t, c, kmsg.EndTxn)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := p.CommitTransaction(short)
+	cancel()
+	if !errors.Is(err, ErrTransactionTimeout) {
+		t.Fatalf("first CommitTransaction: %v, want ErrTransactionTimeout", err)
+	}
+	if err := <-missing; !errors.Is(err, ErrUnknownTopic) {
+		t.Fatalf("the Send to a missing topic: %v, want ErrUnknownTopic", err)
+	}
+	open()
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatalf("CommitTransaction again, after EndTxn(commit) was sent: %v", err)
+	}
+}
