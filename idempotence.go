@@ -53,7 +53,7 @@ type idempotence struct {
 	retryAt    time.Time // after a failed InitProducerId
 	attempts   int
 	lastErr    error // of the last failed InitProducerId, while retrying; for expired records
-	fatal      error // InitProducerId failed for good; every batch fails with it
+	fatal      error // InitProducerId or a produce failed for good (maybeIdempotentFatal); every batch fails with it
 }
 
 // maybeIdempotentFatal makes an idempotent producer without a
