@@ -491,15 +491,20 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 // holds appendMu for reading, which Send releases after the append, so
 // that a commit or abort waits for the append.
 func (t *txnManager) beginSend(topic string) error {
-	if !t.appendMu.TryRLock() {
-		// A commit or abort holds appendMu or waits for it, ending the
-		// transaction: the record cannot join it. On the sender
-		// goroutine (a callback) waiting could stall every delivery: the
-		// commit may itself wait for a Send that waits for memory, which
-		// only that goroutine frees.
-		if t.p.snd.onGoroutine() {
+	if t.p.snd.onGoroutine() {
+		// On the sender goroutine (a callback) waiting could stall every
+		// delivery: the commit may itself wait for a Send that waits for
+		// memory, which only that goroutine frees. Only a commit or
+		// abort that holds appendMu has ended the transaction for this
+		// record; one still waiting for it (and that may give up when
+		// its ctx ends, the transaction still open) comes after it, as
+		// it would after a Send of another goroutine that got in first.
+		// The append does not wait for memory here, so the commit is
+		// held up for a moment only.
+		if !t.appendMu.TryRLockUnlessHeld() {
 			return fmt.Errorf("%w: cannot send to %q from a callback while CommitTransaction or AbortTransaction ends the transaction; send it after the next BeginTransaction", kerr.ErrTransactionState, topic)
 		}
+	} else {
 		t.appendMu.RLock()
 	}
 	if _, err := t.checkSend(topic); err != nil {

@@ -431,3 +431,71 @@ func txnSendWaitingForMemory(t *testing.T, id string, maxBlock time.Duration) (p
 	}
 	return p, ctx, open, sendErr
 }
+
+// A record sent from a callback while a commit waits for a Send waiting
+// for memory joins the transaction (the commit has not taken the append
+// lock yet): when that commit gives up on its ctx, the transaction still
+// open, the next commit includes it, as it includes a record another
+// goroutine sent meanwhile. (It was refused, and with no callback lost.)
+func TestTxnCallbackSendWhileCommitWaits(t *testing.T) {
+	c := newFake(t, 2)
+	cfg := testConfig(c)
+	var mu sync.Mutex
+	acks := map[string]error{}
+	cfg.Interceptors = []Interceptor{InterceptorFuncs{Ack: func(r *Record, err error) {
+		mu.Lock()
+		acks[string(r.Value)] = err
+		mu.Unlock()
+	}}}
+	p := beginTxn(t, c, cfg, "callback-while-commit-waits", false)
+	open, held := holdCounted(t, c, kmsg.Produce)
+	ctx := ctxT(t, 30*time.Second)
+	cbDone := make(chan struct{})
+	p.Send(ctx, &Record{Topic: "t", Value: []byte("a")}, func(_ *Record, err error) {
+		if err != nil {
+			t.Errorf("a: %v", err)
+		}
+		p.Send(ctx, &Record{Topic: "t", Value: []byte("b")}, nil) // no callback
+		close(cbDone)
+	})
+	for deadline := time.Now().Add(10 * time.Second); held.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a was not sent")
+		}
+	}
+	p.txn.appendMu.RLock() // as a Send of the transaction waiting for memory holds it
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	commitErr := make(chan error, 1)
+	go func() { commitErr <- p.CommitTransaction(cctx) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.txn.appendMu.mu.Lock()
+		w := p.txn.appendMu.waiting
+		p.txn.appendMu.mu.Unlock()
+		if w == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the commit did not wait for the append lock")
+		}
+	}
+	sentC := make(chan struct{})
+	go func() { p.Send(ctx, &Record{Topic: "t", Value: []byte("c")}, nil); close(sentC) }()
+	open()
+	<-cbDone
+	if err := <-commitErr; !errors.Is(err, ErrTransactionTimeout) {
+		t.Fatalf("first commit: %v, want ErrTransactionTimeout", err)
+	}
+	<-sentC
+	p.txn.appendMu.RUnlock()
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatalf("second commit: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, v := range []string{"b", "c"} {
+		if err, ok := acks[v]; !ok || err != nil {
+			t.Errorf("%s: acknowledged %v, error %v; want it committed", v, ok, err)
+		}
+	}
+}

@@ -48,6 +48,19 @@ func (g *appendGate) TryRLock() bool {
 	return true
 }
 
+// TryRLockUnlessHeld takes the gate for reading unless a writer holds it,
+// ahead of writers waiting for it: for a Send on the sender goroutine,
+// which cannot wait and does not hold the gate for long.
+func (g *appendGate) TryRLockUnlessHeld() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.writer {
+		return false
+	}
+	g.readers++
+	return true
+}
+
 // RLock takes the gate for reading, waiting while a writer holds it or
 // waits for it.
 func (g *appendGate) RLock() {

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// appendGate: a writer waiting keeps new readers out; one that gives up
-// when its ctx ends leaves nothing behind; readers and writers exclude
-// each other.
+// appendGate: a writer waiting keeps new readers out (but for
+// TryRLockUnlessHeld); one that gives up when its ctx ends leaves nothing
+// behind; readers and writers exclude each other.
 func TestAppendGate(t *testing.T) {
 	var g appendGate
 	g.RLock() // a Send waiting for memory
@@ -31,6 +31,10 @@ func TestAppendGate(t *testing.T) {
 	if g.TryRLock() {
 		t.Fatal("a reader got in while a writer waited")
 	}
+	if !g.TryRLockUnlessHeld() { // a Send on the sender goroutine
+		t.Fatal("TryRLockUnlessHeld refused while a writer only waited")
+	}
+	g.RUnlock()
 	cancel()
 	if err := <-locked; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock with its ctx ended: %v, want context.Canceled", err)
@@ -63,6 +67,9 @@ func TestAppendGate(t *testing.T) {
 	g.RUnlock() // the first reader leaves: the writer goes first
 	if err := <-locked; err != nil {
 		t.Fatal(err)
+	}
+	if g.TryRLockUnlessHeld() {
+		t.Fatal("TryRLockUnlessHeld got in while a writer held the gate")
 	}
 	select {
 	case <-readerIn:
