@@ -85,7 +85,8 @@ type txnManager struct {
 	// transaction" that the user starts (commit, abort), so that every
 	// record appended in the transaction is covered by the commit's flush
 	// or the abort's wait. The sender never waits for it (a callback's
-	// Send only tries it, beginSend): a record appended while the sender
+	// Send only tries it, ahead of a writer that waits, beginSend): a
+	// record appended while the sender
 	// makes the transaction abortable is failed by the sender's next
 	// round. A commit's wait for it ends with its ctx (appendGate).
 	appendMu appendGate
