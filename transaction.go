@@ -86,9 +86,9 @@ type txnManager struct {
 	// record appended in the transaction is covered by the commit's flush
 	// or the abort's wait. The sender never waits for it (a callback's
 	// Send only tries it, ahead of a writer that waits, beginSend): a
-	// record appended while the sender
-	// makes the transaction abortable is failed by the sender's next
-	// round. A commit's wait for it ends with its ctx (appendGate).
+	// record appended while the sender makes the transaction abortable
+	// is failed by the sender's next round. A commit's wait for it ends
+	// with its ctx (appendGate).
 	appendMu appendGate
 
 	// sem serializes requests to coordinators (one at a time, as the
@@ -492,7 +492,9 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 // holds appendMu for reading, which Send releases after the append, so
 // that a commit or abort waits for the append.
 func (t *txnManager) beginSend(topic string) error {
-	if t.p.snd.onGoroutine() {
+	switch {
+	case t.appendMu.TryRLock():
+	case t.p.snd.onGoroutine(): // (about a microsecond: only when a commit or abort is under way)
 		// On the sender goroutine (a callback) waiting could stall every
 		// delivery: the commit may itself wait for a Send that waits for
 		// memory, which only that goroutine frees. Only a commit or
@@ -505,7 +507,7 @@ func (t *txnManager) beginSend(topic string) error {
 		if !t.appendMu.TryRLockUnlessHeld() {
 			return fmt.Errorf("%w: cannot send to %q from a callback while CommitTransaction or AbortTransaction ends the transaction; send it after the next BeginTransaction", kerr.ErrTransactionState, topic)
 		}
-	} else {
+	default:
 		t.appendMu.RLock()
 	}
 	if _, err := t.checkSend(topic); err != nil {
