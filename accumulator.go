@@ -367,15 +367,11 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	// a batch of one record larger than batch.size is full at once.
 	limit := max(a.batchSize, recSize)
 	size, ratio := a.newBatchSize(q, limit)
+	want := size
 	var buf []byte
 	if held.buf != nil && held.size >= limit {
 		// Always, as Java keeps its buffer: it was sized for this very
-		// record. If this partition's estimate wants a larger one, the
-		// batch fills by what the held one holds, as when the size is
-		// capped (newBatchSize), rather than wait for memory again.
-		if held.size < size {
-			ratio = max(ratio, recbatch.EstimateForCapacity(limit, held.size))
-		}
+		// record, rather than wait for memory again.
 		buf, size = held.buf, held.size
 		*held = heldBuf{}
 	} else {
@@ -384,16 +380,17 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 			// A Send from a callback cannot wait for memory: if the
 			// grown buffer a compressed batch wants is not free, it
 			// takes the largest that is (batch.size at least, the
-			// memory of the batch whose callbacks run) and fills by
-			// what that holds, as above.
-			if fit := a.pool.fitNow(size, limit); fit < size {
-				ratio = max(ratio, recbatch.EstimateForCapacity(limit, fit))
-				size = fit
-			}
+			// memory of the batch whose callbacks run).
+			size = a.pool.fitNow(size, limit)
 		}
 		if buf, err = a.pool.allocate(ctx, size, maxBlock); err != nil {
 			return appendResult{}, err
 		}
+	}
+	if size < want {
+		// The partition's estimate wants a larger buffer: the batch
+		// fills by what this one holds, as when newBatchSize caps it.
+		ratio = max(ratio, recbatch.EstimateForCapacity(limit, size))
 	}
 	if a.testAfterAllocate != nil {
 		a.testAfterAllocate()

@@ -890,14 +890,21 @@ func (s *sender) abortOlderQueued(why func(*batch) error) {
 		}
 	}
 	for q, o := range oldest {
-		for {
-			b := s.takeFront(q, o)
-			if b == nil {
-				break
-			}
-			b.aborted = true
-			s.complete(b, -1, -1, -1, why(b))
+		s.abortFront(q, o, -1, why)
+	}
+}
+
+// abortFront fails up to n (all, if n < 0) of the batches at the front of
+// q's deque that are older than before (any, if before is nil), one at a
+// time, each in its partition's order (failInOrder).
+func (s *sender) abortFront(q *partq, before *batch, n int, why func(*batch) error) {
+	for ; n != 0; n-- {
+		b := s.takeFront(q, before)
+		if b == nil {
+			return
 		}
+		b.aborted = true
+		s.failInOrder(b, why(b))
 	}
 }
 
@@ -928,14 +935,7 @@ func (s *sender) abortQueued(why func(*batch) error) {
 		q.mu.Lock()
 		n := len(q.batches) // those queued now, not batches appended meanwhile
 		q.mu.Unlock()
-		for ; n > 0; n-- {
-			b := s.takeFront(q, nil)
-			if b == nil {
-				break
-			}
-			b.aborted = true
-			s.failInOrder(b, why(b))
-		}
+		s.abortFront(q, nil, n, why)
 	}
 }
 
