@@ -343,11 +343,7 @@ func TestCallbackOrderForcedCloseRetryBehind(t *testing.T) {
 					waitInFlight(t, p, 1)
 				}
 			}
-			for deadline := time.Now().Add(10 * time.Second); produces.Load() < 3; time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("batch 0 was not answered")
-				}
-			}
+			waitUntil(t, "batch 0 to be answered", func() bool { return produces.Load() >= 3 })
 			waitInFlight(t, p, 2) // batch 1, and batch 0 again behind it
 			ended, cancel := context.WithCancel(context.Background())
 			cancel()
@@ -445,11 +441,9 @@ func TestCallbackOrderForcedCloseParkedBehindQueued(t *testing.T) {
 		waitInFlight(t, p, int64(i+1))
 	}
 	open()
-	for deadline := time.Now().Add(10 * time.Second); p.Metrics().RequestsInFlight > 0 || produces.Load() < 4; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("not all answered")
-		}
-	}
+	waitUntil(t, "every request to be answered", func() bool {
+		return p.Metrics().RequestsInFlight == 0 && produces.Load() >= 4
+	})
 	time.Sleep(50 * time.Millisecond)
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -522,17 +516,11 @@ func TestFatalKeepsCallbackOrder(t *testing.T) {
 			failP0.Store(true)
 			o.sendTo(ctx, p, 3, 0)
 			q := (*p.acc.topic("t").parts.Load())[1]
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			waitUntil(t, "the fatal error to take 2 from its deque", func() bool {
 				q.mu.Lock()
-				n := len(q.batches)
-				q.mu.Unlock()
-				if n == 0 {
-					break // the fatal error took 2 from its deque
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the fatal error did not fail the queued batch")
-				}
-			}
+				defer q.mu.Unlock()
+				return len(q.batches) == 0
+			})
 			open()
 			order, errs := o.wait()
 			if i1, i2 := slices.Index(order, 1), slices.Index(order, 2); i2 < i1 {

@@ -3,6 +3,7 @@ package kprod
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -139,12 +140,7 @@ func holdFirstProduce(t *testing.T, c *kfake.Cluster) (arm func(), held <-chan s
 // waitInFlight waits until the producer has n produce requests in flight.
 func waitInFlight(t *testing.T, p *Producer, n int64) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); p.Metrics().RequestsInFlight < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d produce requests in flight, want %d", p.Metrics().RequestsInFlight, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, fmt.Sprintf("%d produce requests in flight", n), func() bool { return p.Metrics().RequestsInFlight >= n })
 }
 
 // gapProducer is the producer of the cases below: one batch per record

@@ -31,6 +31,18 @@ func newFake(t testing.TB, partitions int32, opts ...kfake.Opt) *kfake.Cluster {
 	return c
 }
 
+// waitUntil polls cond until it holds, and fails the test if it does not
+// within 10 seconds (what says what was waited for). Only on the test's
+// goroutine.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
 // newFakeB is newFake for benchmarks: the cluster acknowledges produce
 // requests without storing them, so that its memory stays flat and the
 // profile shows the producer.

@@ -424,11 +424,9 @@ func txnSendWaitingForMemory(t *testing.T, id string, maxBlock time.Duration) (p
 	sendErr = make(chan error, 1)
 	go func() { sendErr <- p.SendSync(ctx, (&Record{Topic: "t", Value: make([]byte, 15<<10)}).ToPartition(0)) }()
 	// A batch in flight (held), so that a commit or abort has to wait for it.
-	for deadline := time.Now().Add(10 * time.Second); p.Metrics().WaitingThreads == 0 || held.Load() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the fifth Send did not wait for memory (%d waiting) or no batch was sent (%d produce requests)", p.Metrics().WaitingThreads, held.Load())
-		}
-	}
+	waitUntil(t, "the fifth Send to wait for memory, and a batch to be sent", func() bool {
+		return p.Metrics().WaitingThreads > 0 && held.Load() > 0
+	})
 	return p, ctx, open, sendErr
 }
 
@@ -458,27 +456,13 @@ func TestTxnCallbackSendWhileCommitWaits(t *testing.T) {
 		p.Send(ctx, &Record{Topic: "t", Value: []byte("b")}, nil) // no callback
 		close(cbDone)
 	})
-	for deadline := time.Now().Add(10 * time.Second); held.Load() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("a was not sent")
-		}
-	}
+	waitUntil(t, "a to be sent", func() bool { return held.Load() > 0 })
 	p.txn.appendMu.RLock() // as a Send of the transaction waiting for memory holds it
 	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	commitErr := make(chan error, 1)
 	go func() { commitErr <- p.CommitTransaction(cctx) }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		p.txn.appendMu.mu.Lock()
-		w := p.txn.appendMu.waiting
-		p.txn.appendMu.mu.Unlock()
-		if w == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the commit did not wait for the append lock")
-		}
-	}
+	waitUntil(t, "the commit to wait for the append lock", func() bool { return gateWaiting(&p.txn.appendMu) == 1 })
 	sentC := make(chan struct{})
 	go func() { p.Send(ctx, &Record{Topic: "t", Value: []byte("c")}, nil); close(sentC) }()
 	open()

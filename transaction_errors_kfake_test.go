@@ -3,6 +3,7 @@ package kprod
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -663,24 +664,12 @@ func TestRefusedRecordDuringCommit(t *testing.T) {
 // commit, which read_committed consumers see.
 func TestRefusedRecordAfterEndTxnSent(t *testing.T) {
 	c := newFake(t, 1)
-	p := newTxnProducer(t, testConfig(c), "refused-after-endtxn", false)
+	p := beginTxn(t, c, testConfig(c), "refused-after-endtxn", false)
 	ctx := ctxT(t, 20*time.Second)
-	if err := p.InitTransactions(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
 	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("in txn")}); err != nil {
 		t.Fatal(err)
 	}
-	open := holdRequests(t, c, kmsg.EndTxn)
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err := p.CommitTransaction(short)
-	cancel()
-	if !errors.Is(err, ErrTransactionTimeout) {
-		t.Fatalf("first CommitTransaction: %v, want ErrTransactionTimeout", err)
-	}
+	open := commitCutShortAfterEndTxn(t, c, p, ctx)
 	tp := NewTypedProducer[[]byte, float64](p, BytesSerializer{}, JSONSerializer[float64]{})
 	tp.Send(context.Background(), &TypedRecord[[]byte, float64]{Topic: "t", Value: math.NaN()}, nil)
 	p.Send(context.Background(), &Record{Value: []byte("no topic")}, nil)
@@ -694,22 +683,28 @@ func TestRefusedRecordAfterEndTxnSent(t *testing.T) {
 	}
 }
 
+// commitCutShortAfterEndTxn has p's CommitTransaction give up (its ctx
+// ends after 300 ms) once it sent EndTxn(commit), which c holds until
+// open is called.
+func commitCutShortAfterEndTxn(t *testing.T, c *kfake.Cluster, p *Producer, ctx context.Context) (open func()) {
+	t.Helper()
+	open = holdRequests(t, c, kmsg.EndTxn)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := p.CommitTransaction(short); !errors.Is(err, ErrTransactionTimeout) {
+		t.Fatalf("CommitTransaction with EndTxn held: %v, want ErrTransactionTimeout", err)
+	}
+	return open
+}
+
 // waitTxnState waits until p's transaction is in state.
 func waitTxnState(t *testing.T, p *Producer, state txnState) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(t, fmt.Sprintf("transaction state %s", state), func() bool {
 		p.txn.mu.Lock()
-		st := p.txn.state
-		p.txn.mu.Unlock()
-		if st == state {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("transaction state %s, want %s", st, state)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer p.txn.mu.Unlock()
+		return p.txn.state == state
+	})
 }
 
 // A record that joined the transaction (it passed the state check) but
@@ -729,31 +724,15 @@ func TestSendFailedAfterEndTxnSentLeavesCommit(t *testing.T) {
 	}})
 	cfg := testConfig(c)
 	cfg.MaxBlock = time.Second
-	p := newTxnProducer(t, cfg, "failed-after-endtxn", false)
+	p := beginTxn(t, c, cfg, "failed-after-endtxn", false)
 	ctx := ctxT(t, 20*time.Second)
-	if err := p.InitTransactions(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
 	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("in txn")}); err != nil {
 		t.Fatal(err)
 	}
 	missing := make(chan error, 1)
 	go func() { missing <- p.SendSync(ctx, &Record{Topic: "missing", Value: []byte("x")}) }()
-	for deadline := time.Now().Add(10 * time.Second); !asked.Load(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the Send to a missing topic did not ask for its metadata")
-		}
-	}
-	open := holdRequests(t, c, kmsg.EndTxn)
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err := p.CommitTransaction(short)
-	cancel()
-	if !errors.Is(err, ErrTransactionTimeout) {
-		t.Fatalf("first CommitTransaction: %v, want ErrTransactionTimeout", err)
-	}
+	waitUntil(t, "the Send to a missing topic to ask for its metadata", asked.Load)
+	open := commitCutShortAfterEndTxn(t, c, p, ctx)
 	if err := <-missing; !errors.Is(err, ErrUnknownTopic) {
 		t.Fatalf("the Send to a missing topic: %v, want ErrUnknownTopic", err)
 	}

@@ -17,17 +17,7 @@ func TestAppendGate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	locked := make(chan error, 1)
 	go func() { locked <- g.Lock(ctx) }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		g.mu.Lock()
-		w := g.waiting
-		g.mu.Unlock()
-		if w == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the writer did not start waiting")
-		}
-	}
+	waitUntil(t, "the writer to wait", func() bool { return gateWaiting(&g) == 1 })
 	if g.TryRLock() {
 		t.Fatal("a reader got in while a writer waited")
 	}
@@ -47,13 +37,7 @@ func TestAppendGate(t *testing.T) {
 	go func() { locked <- g.Lock(context.Background()) }()
 	readerIn := make(chan struct{})
 	go func() {
-		for {
-			g.mu.Lock()
-			w := g.waiting
-			g.mu.Unlock()
-			if w == 1 {
-				break
-			}
+		for gateWaiting(&g) != 1 { // (not waitUntil: not the test's goroutine)
 			time.Sleep(time.Millisecond)
 		}
 		g.RLock() // waits for the writer, then for its Unlock
@@ -79,4 +63,11 @@ func TestAppendGate(t *testing.T) {
 	g.Unlock()
 	<-readerIn
 	g.RUnlock()
+}
+
+// gateWaiting is how many writers wait for g.
+func gateWaiting(g *appendGate) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting
 }

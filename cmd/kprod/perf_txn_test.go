@@ -4,12 +4,12 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kprod/kprod/internal/testcluster"
 )
 
 // kprod perf --transaction-duration-ms sends in transactions, as Java's
@@ -17,16 +17,7 @@ import (
 // consumers once, and the cluster saw several commits.
 func TestPerfTransactions(t *testing.T) {
 	c := newCluster(t, 3, "txn")
-	var commits, aborts atomic.Int32
-	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if kreq.(*kmsg.EndTxnRequest).Commit {
-			commits.Add(1)
-		} else {
-			aborts.Add(1)
-		}
-		return nil, nil, false
-	})
+	commits, aborts := testcluster.CountEndTxn(c)
 	const n = 4000
 	code, stdout, stderr := run(t, 30*time.Second, nil, "perf", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","),
 		"--topic", "txn", "--num-records", strconv.Itoa(n), "--payload-monotonic", "--throughput", "20000",

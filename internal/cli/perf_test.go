@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kprod/kprod/internal/testcluster"
 )
 
 // TestPerfFirstRecordTooLargeDoesNotStop: perf stopped the whole run when
@@ -160,7 +161,7 @@ func TestPerfInterruptDuringCommit(t *testing.T) {
 func TestPerfInterruptCommitsOpenTxn(t *testing.T) {
 	withTestGrace(t, 5*time.Second)
 	c := newTestCluster(t, 1, "t")
-	commits, aborts := countEndTxn(c)
+	commits, aborts := testcluster.CountEndTxn(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	code, stdout, stderr := runCLI(ctx, nil, "perf", "-b", c.ListenAddrs()[0], "--topic", "t",
@@ -183,7 +184,7 @@ func TestPerfInterruptWhileSendWaitsForMemory(t *testing.T) {
 	withTestGrace(t, 10*time.Second)
 	c := newTestCluster(t, 1, "t")
 	release := make(chan struct{})
-	commits, aborts := countEndTxn(c)
+	commits, aborts := testcluster.CountEndTxn(c)
 	var produces atomic.Int32
 	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -208,21 +209,6 @@ func TestPerfInterruptWhileSendWaitsForMemory(t *testing.T) {
 		t.Errorf("exit %d, stopped %q, %d commits, %d aborts; want exit %d, not stopped, the open transaction committed\nstderr: %s",
 			code, r.Stopped, commits.Load(), aborts.Load(), exitInterrupted, stderr)
 	}
-}
-
-// countEndTxn counts the EndTxn requests that reach c: commits and aborts.
-func countEndTxn(c *kfake.Cluster) (commits, aborts *atomic.Int32) {
-	commits, aborts = new(atomic.Int32), new(atomic.Int32)
-	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if kreq.(*kmsg.EndTxnRequest).Commit {
-			commits.Add(1)
-		} else {
-			aborts.Add(1)
-		}
-		return nil, nil, false
-	})
-	return commits, aborts
 }
 
 // --record-size above max.request.size: the first record's refusal stops
