@@ -231,10 +231,7 @@ func (tp *TypedProducer[K, V]) Send(ctx context.Context, r *TypedRecord[K, V], c
 		// its serializers would have said (Java checks first too). The
 		// interceptors, which see serialized records, get only its
 		// outcome, as for a serializer's failure.
-		err := &sendClosedError{topic: r.Topic}
-		rec.failedUnbuffered()
-		tp.p.onAcknowledgement(rec, err)
-		done(rec, err)
+		tp.p.failUnsent(rec, &sendClosedError{topic: r.Topic}, done)
 		return
 	}
 	var err error
@@ -264,11 +261,14 @@ func (tp *TypedProducer[K, V]) SendSync(ctx context.Context, r *TypedRecord[K, V
 }
 
 // failUnsent fails a record that never reached Send (its serializer
-// failed): it counts in record-error-total (as in Java's doSend), the
+// failed, or the producer is closed): it counts in record-error-total (as
+// in Java's doSend; not on a closed producer, as for Send), the
 // interceptors learn of it, then its callback.
 func (p *Producer) failUnsent(r *Record, err error, cb func(*Record, error)) {
 	r.failedUnbuffered()
-	p.metrics.errors.add(time.Now(), 1)
+	if _, closed := err.(*sendClosedError); !closed {
+		p.metrics.errors.add(time.Now(), 1)
+	}
 	p.onAcknowledgement(r, err)
 	cb(r, err)
 }
