@@ -519,3 +519,31 @@ func TestSendFromCallbackCompressedGetsItsBatchMemory(t *testing.T) {
 		t.Fatalf("the record sent again from its callback: %v", err)
 	}
 }
+
+// onGoroutine, which decides whether a call may wait for deliveries, is
+// true only in a callback: on another goroutine it is false, also while
+// a callback runs (when it must read goroutine ids to tell them apart).
+func TestOnGoroutineOnlyInCallbacks(t *testing.T) {
+	p := newTestProducer(t, testConfig(newFake(t, 1)))
+	if p.snd.onGoroutine() {
+		t.Error("with no callback running, the test's goroutine was taken for the sender's")
+	}
+	inCallback := make(chan bool, 1)
+	release := make(chan struct{})
+	p.Send(context.Background(), &Record{Topic: "t", Value: []byte("v")}, func(*Record, error) {
+		inCallback <- p.snd.onGoroutine()
+		<-release
+	})
+	select {
+	case got := <-inCallback:
+		if !got {
+			t.Error("in a callback, onGoroutine is false")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the callback did not run")
+	}
+	if p.snd.onGoroutine() {
+		t.Error("while a callback runs, the test's goroutine was taken for the sender's")
+	}
+	close(release)
+}

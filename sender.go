@@ -42,6 +42,12 @@ type sender struct {
 	// gid is the id of the goroutine run runs on, where callbacks run:
 	// calls that wait for deliveries refuse to run there (onGoroutine).
 	gid atomic.Uint64
+	// inCallbacks is set while run's goroutine runs records' callbacks
+	// (and with them the interceptors' OnAcknowledgement), the only
+	// caller code it runs that may call Send, Flush or Close: outside
+	// them no caller is on that goroutine, and onGoroutine need not
+	// read the goroutine's id, which costs a traceback.
+	inCallbacks atomic.Bool
 	// finishClose: Close was called from a callback and could not wait;
 	// run finishes it (Producer.finishClose) on its way out.
 	finishClose atomic.Bool
@@ -1094,7 +1100,9 @@ func (s *sender) complete(b *batch, baseOffset, logAppendTime int64, epoch int32
 // not die with it.
 func (s *sender) callbacks(b *batch, i int, baseOffset, logAppendTime int64, epoch int32, err error) (next int) {
 	part := b.q.partition
+	s.inCallbacks.Store(true)
 	defer func() {
+		s.inCallbacks.Store(false)
 		if v := recover(); v != nil {
 			s.p.log.Error("a Send callback panicked; the other callbacks run on",
 				"topic", b.q.topic.name, "partition", part, "panic", v, "stack", string(debug.Stack()))
@@ -1137,12 +1145,21 @@ func (s *sender) callbacks(b *batch, i int, baseOffset, logAppendTime int64, epo
 }
 
 // onGoroutine reports whether the caller runs on the sender goroutine,
-// i.e. inside a callback.
-func (s *sender) onGoroutine() bool { return s.gid.Load() == goroutineID() }
+// i.e. inside a callback. Outside callbacks it is one atomic load: a Send
+// that waits for memory asks it once per batch, and with buffer.memory
+// full that is every batch (reading the goroutine id there was 8% of the
+// CPU of a producer against real brokers).
+func (s *sender) onGoroutine() bool {
+	// The sender goroutine sets inCallbacks itself before it calls a
+	// callback, so there it reads true; elsewhere false means "not
+	// the sender", and true (callbacks running meanwhile) asks the id.
+	return s.inCallbacks.Load() && s.gid.Load() == goroutineID()
+}
 
 // goroutineID is the calling goroutine's id, from the first line of its
-// stack ("goroutine 42 [running]:"). About a microsecond: only for calls
-// that wait anyway.
+// stack ("goroutine 42 [running]:"). runtime.Stack walks the whole stack
+// however little of it fits the buffer: a few microseconds, for calls
+// that wait anyway or run during callbacks.
 func goroutineID() uint64 {
 	var buf [64]byte
 	b := buf[:runtime.Stack(buf[:], false)]
