@@ -50,7 +50,9 @@ type runResult struct {
 	Run int `json:"run"`
 	workerResult
 	ProcCPUSec float64 `json:"proc_cpu_s"`        // user+sys of the whole process
+	ProcSysSec float64 `json:"proc_sys_s"`        // the sys part of ProcCPUSec: time in the kernel (system calls, loopback TCP)
 	CPUPerMRec float64 `json:"cpu_s_per_1m"`      // ProcCPUSec per million records sent (warm-up included)
+	SysPerMRec float64 `json:"sys_s_per_1m"`      // ProcSysSec per million records sent (warm-up included)
 	MaxRSSMiB  float64 `json:"max_rss_mib"`       // peak VmHWM of the process
 	OnBroker   int64   `json:"records_on_broker"` // sum of the topic's end offsets; -1 if unknown
 	// BrokerCPUPerMRec is the kfake process's user+sys CPU while the
@@ -75,6 +77,7 @@ type summary struct {
 	P99Ms      float64 `json:"p99_ms"`
 	MaxMs      float64 `json:"max_ms"`
 	CPUPerMRec float64 `json:"cpu_s_per_1m"`
+	SysPerMRec float64 `json:"sys_s_per_1m"` // of CPUPerMRec, the kernel's part
 	MaxRSSMiB  float64 `json:"max_rss_mib"`
 	// BrokerCPUPerMRec: see runResult (kfake only).
 	BrokerCPUPerMRec float64 `json:"broker_cpu_s_per_1m,omitempty"`
@@ -463,6 +466,7 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 	if ps := cmd.ProcessState; ps != nil {
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 			res.ProcCPUSec = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+			res.ProcSysSec = float64(ru.Stime.Nano()) / 1e9
 		}
 	}
 	res.MaxRSSMiB = float64(peak.Load()) / 1024
@@ -498,6 +502,7 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 	res.MaxRSSMiB = max(res.MaxRSSMiB, float64(wr.PeakRSSKiB)/1024)
 	sent := o.records + o.warmupOf(client)
 	res.CPUPerMRec = res.ProcCPUSec / (float64(sent) / 1e6)
+	res.SysPerMRec = res.ProcSysSec / (float64(sent) / 1e6)
 	res.BrokerCPUPerMRec = brokerCPU.Seconds() / (float64(sent) / 1e6)
 	vctx, vcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer vcancel()
@@ -509,8 +514,8 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 	if t.kfake != nil {
 		broker = fmt.Sprintf("  kfake cpu %5.2f s/1M", res.BrokerCPUPerMRec)
 	}
-	logf("  run %d %-9s %9.0f rec/s %7.1f MiB/s  p50 %7.2f ms  p99 %7.2f ms  max %7.1f ms  cpu %5.2f s/1M%s  rss %6.1f MiB  on broker %d%s",
-		run+1, client, res.RecPerSec, res.MiBPerSec, res.P50Ms, res.P99Ms, res.MaxMs, res.CPUPerMRec, broker, res.MaxRSSMiB, res.OnBroker, errSuffix(res.Err))
+	logf("  run %d %-9s %9.0f rec/s %7.1f MiB/s  p50 %7.2f ms  p99 %7.2f ms  max %7.1f ms  cpu %5.2f s/1M (sys %4.2f)%s  rss %6.1f MiB  on broker %d%s",
+		run+1, client, res.RecPerSec, res.MiBPerSec, res.P50Ms, res.P99Ms, res.MaxMs, res.CPUPerMRec, res.SysPerMRec, broker, res.MaxRSSMiB, res.OnBroker, errSuffix(res.Err))
 	return res
 }
 
@@ -702,6 +707,7 @@ func summarize(t *target, cfg config, client string, runs []runResult, sent int)
 	s.P99Ms = med(func(r runResult) float64 { return r.P99Ms })
 	s.MaxMs = med(func(r runResult) float64 { return r.MaxMs })
 	s.CPUPerMRec = med(func(r runResult) float64 { return r.CPUPerMRec })
+	s.SysPerMRec = med(func(r runResult) float64 { return r.SysPerMRec })
 	s.MaxRSSMiB = med(func(r runResult) float64 { return r.MaxRSSMiB })
 	s.BrokerCPUPerMRec = med(func(r runResult) float64 { return r.BrokerCPUPerMRec })
 	last := ok[len(ok)-1]

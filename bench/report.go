@@ -99,13 +99,13 @@ func (rep *report) writeTable(t *target, cfg config, sums []summary) {
 	if broker {
 		brokerHead, brokerSep, brokerEmpty = " kfake CPU s / 1M records |", "--:|", " |"
 	}
-	md.WriteString("| client | records/s | MiB/s | p50 ms | p99 ms | max ms | CPU s / 1M records |" + brokerHead + " peak RSS MiB | records/s vs franz-go | CPU/record vs franz-go |" + ownHead + " idempotent | runs |\n")
-	md.WriteString("|---|--:|--:|--:|--:|--:|--:|" + brokerSep + "--:|--:|--:|" + ownSep + ":-:|--:|\n")
+	md.WriteString("| client | records/s | MiB/s | p50 ms | p99 ms | max ms | CPU s / 1M records | of which sys |" + brokerHead + " peak RSS MiB | records/s vs franz-go | CPU/record vs franz-go |" + ownHead + " idempotent | runs |\n")
+	md.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|" + brokerSep + "--:|--:|--:|" + ownSep + ":-:|--:|\n")
 	for _, s := range sums {
 		if s.Runs == 0 {
-			// Empty: MiB/s to CPU, [kfake CPU], RSS and the two ratios,
-			// [own CPU], idempotent.
-			fmt.Fprintf(md, "| %s | failed |%s%s%s%s |%s\n", s.Client, strings.Repeat(" |", 5), brokerEmpty,
+			// Empty: MiB/s to CPU and sys, [kfake CPU], RSS and the two
+			// ratios, [own CPU], idempotent.
+			fmt.Fprintf(md, "| %s | failed |%s%s%s%s |%s\n", s.Client, strings.Repeat(" |", 6), brokerEmpty,
 				strings.Repeat(" |", 3), ownEmpty, fmt.Sprintf(" 0/%d |", s.Failed))
 			continue
 		}
@@ -120,9 +120,9 @@ func (rep *report) writeTable(t *target, cfg config, sums []summary) {
 		if broker {
 			brokerCol = fmt.Sprintf(" %.2f |", s.BrokerCPUPerMRec)
 		}
-		fmt.Fprintf(md, "| %s | %.0f | %.1f | %s | %s | %s | %.2f |%s %.0f | %s | %s |%s %s | %d/%d |\n",
+		fmt.Fprintf(md, "| %s | %.0f | %.1f | %s | %s | %s | %.2f | %.2f |%s %.0f | %s | %s |%s %s | %d/%d |\n",
 			name, s.RecPerSec, s.MiBPerSec, msText(s.P50Ms), msText(s.P99Ms), msText(s.MaxMs),
-			s.CPUPerMRec, brokerCol, s.MaxRSSMiB, ratio(s.RateRatio), ratio(s.CPURatio), ownCol, yesNo(s.Idempotent), s.Runs, s.Runs+s.Failed)
+			s.CPUPerMRec, s.SysPerMRec, brokerCol, s.MaxRSSMiB, ratio(s.RateRatio), ratio(s.CPURatio), ownCol, yesNo(s.Idempotent), s.Runs, s.Runs+s.Failed)
 	}
 	fmt.Fprintf(md, "\nLoad average when this table was done: %s.\n\n", loadAvg())
 	for _, s := range sums {
@@ -146,7 +146,7 @@ func (rep *report) writeFooter() {
 	fmt.Fprintf(&rep.md, "Load average (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", rep.Env["load average at start"], rep.Env["load average at end"])
 	rep.md.WriteString("records/s and MiB/s: measured records (value bytes, MiB = 2^20) over the time from the first send to the last acknowledgement. " +
 		"Latency: from each record's send call to its acknowledgement callback. CPU: user+sys seconds of the client's whole process " +
-		"(start-up and warm-up included) per million records sent; kfake CPU: the same for the kfake process while the client's process ran " +
+		"(start-up and warm-up included) per million records sent, and of it the sys seconds (in the kernel: system calls and, on loopback, much of the TCP work of both ends); kfake CPU: the same for the kfake process while the client's process ran " +
 		"(client and broker share the cores); peak RSS: the highest VmHWM of that process. " +
 		"Each record's value is random upper-case letters, a window at a random place in 4 MiB of them, as ProducerPerformance makes a fresh random value per record. " +
 		"The Java client's (ProducerPerformance's) records/s is its own: timed from the end of its warm-up (-java-warmup records, for its JIT), as handed to send, to close; its CPU column includes the JVM's start, the JIT and the warm-up.\n")
