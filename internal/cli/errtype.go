@@ -110,14 +110,25 @@ func stopsTheRun(err error, lastAck *progress, maxBlock time.Duration) bool {
 const stallAfter = 10 * time.Second
 
 // progress is when a record was last acknowledged (or the run started).
-type progress struct{ at atomic.Int64 } // unix nanos; 0: never
+type progress struct{ at atomic.Int64 } // monoNow()+1; 0: never
 
-func (p *progress) mark() { p.at.Store(time.Now().UnixNano()) }
+func (p *progress) mark() { p.markAt(monoNow()) }
+
+// markAt is mark for a callback that has read the clock (monoNow) anyway.
+func (p *progress) markAt(now time.Duration) { p.at.Store(int64(now) + 1) }
 
 func (p *progress) within(d time.Duration) bool {
 	at := p.at.Load()
-	return at != 0 && time.Since(time.Unix(0, at)) <= d
+	return at != 0 && monoNow()-time.Duration(at-1) <= d
 }
+
+// monoBase is the origin of monoNow.
+var monoBase = time.Now()
+
+// monoNow is the time since monoBase, from the monotonic clock alone: one
+// clock read where time.Now makes two (wall and monotonic), which counts
+// in the callbacks of a run of millions of records.
+func monoNow() time.Duration { return time.Since(monoBase) }
 
 // failures counts failed records by type and keeps the first few messages.
 // Callbacks add to it from the producer's goroutines.

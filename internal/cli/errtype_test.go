@@ -115,7 +115,7 @@ func TestStopsTheRun(t *testing.T) {
 	full := fmt.Errorf("x: %w", kerr.ErrBufferFull)
 	var never, recent, old progress
 	recent.mark()
-	old.at.Store(time.Now().Add(-time.Minute).UnixNano())
+	old.markAt(monoNow() - time.Minute)
 	for _, tc := range []struct {
 		name     string
 		err      error

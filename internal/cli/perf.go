@@ -329,7 +329,12 @@ func (c *perfCmd) produce(ctx, gctx context.Context, p *kprod.Producer, r *perfR
 			return false
 		}
 		value := gen.next(i)
-		rec := &kprod.Record{Topic: c.topic, Value: value}
+		// The record's timestamp is the send's start, from the clock
+		// read that times it: the producer would read the clock again
+		// for a record without one. One read here and one in the
+		// callback (monoNow) are each record's only clock reads.
+		sendStart := monoNow()
+		rec := &kprod.Record{Topic: c.topic, Value: value, Timestamp: monoBase.Add(sendStart)}
 		if i == c.warmup && c.warmup > 0 {
 			r.steady = newStats(time.Now())
 		}
@@ -340,7 +345,6 @@ func (c *perfCmd) produce(ctx, gctx context.Context, p *kprod.Producer, r *perfR
 			first = make(chan struct{}, 1)
 			firstCh = first
 		}
-		sendStart := time.Now()
 		r.sent.Add(1)
 		p.Send(gctx, rec, func(_ *kprod.Record, err error) {
 			if firstCh != nil {
@@ -362,8 +366,9 @@ func (c *perfCmd) produce(ctx, gctx context.Context, p *kprod.Producer, r *perfR
 				r.fails.add("", err)
 				return
 			}
-			r.lastAck.mark()
-			lat := time.Since(sendStart)
+			now := monoNow()
+			r.lastAck.markAt(now)
+			lat := now - sendStart
 			r.total.record(lat, size)
 			if steady != nil {
 				steady.record(lat, size)
