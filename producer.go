@@ -176,7 +176,8 @@ func NewProducer(cfg Config) (*Producer, error) {
 // wait: once a record is buffered, its fate is governed by
 // delivery.timeout.ms, not by ctx. A transactional Send also waits while
 // CommitTransaction or AbortTransaction begins, as they wait for the
-// Sends appending to the transaction (at most their max.block.ms).
+// Sends appending to the transaction (at most their max.block.ms), or
+// until ctx ends: the record is then not part of the transaction.
 //
 // If the record fails before it is buffered (bad record, unknown topic,
 // buffer full, closed producer, ctx ended), cb runs on the caller's
@@ -363,7 +364,7 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 	}
 	var res appendResult
 	if p.txn != nil {
-		if err = p.txn.beginSend(r.Topic); err != nil {
+		if err = p.txn.beginSend(ctx, r.Topic); err != nil {
 			if stamp {
 				r.Timestamp = time.Time{}
 			}

@@ -444,7 +444,9 @@ func (t *txnManager) checkSend(topic string) (gen uint64, err error) {
 // one already failed, or the producer is closed, changes nothing; so does
 // one whose transaction gen ended before it failed (it waited for
 // metadata while the transaction was committed): it never joined that
-// transaction, and the next one is not its business. Gen 0 is a record
+// transaction, and the next one is not its business; nor does one whose
+// ctx ended while it waited for a commit or abort (txnGateWaitError),
+// which came first. Gen 0 is a record
 // refused before it was checked against the transaction (no topic, its
 // serializer failed): it belongs to the transaction open at the time,
 // if one is, and not to one being committed, which a valid record sent
@@ -454,7 +456,8 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 	if gen != 0 && t.gen.Load() != gen {
 		return
 	}
-	if errors.Is(err, kerr.ErrTransactionState) || errors.Is(err, kerr.ErrClosed) ||
+	var gateWait *txnGateWaitError
+	if errors.Is(err, kerr.ErrTransactionState) || errors.Is(err, kerr.ErrClosed) || errors.As(err, &gateWait) ||
 		// A Send that an abort stopped (bufferPool.refuseWaits): its
 		// transaction is aborted already, and failing now could reach
 		// the next one.
@@ -490,8 +493,9 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 
 // beginSend is called by Send right before it appends: on success it
 // holds appendMu for reading, which Send releases after the append, so
-// that a commit or abort waits for the append.
-func (t *txnManager) beginSend(topic string) error {
+// that a commit or abort waits for the append. While a commit or abort
+// holds appendMu or waits for it, the Send waits too, until ctx ends.
+func (t *txnManager) beginSend(ctx context.Context, topic string) error {
 	switch {
 	case t.appendMu.TryRLock():
 	case t.p.snd.onGoroutine(): // (about a microsecond: only when a commit or abort is under way)
@@ -508,7 +512,9 @@ func (t *txnManager) beginSend(topic string) error {
 			return fmt.Errorf("%w: cannot send to %q from a callback while CommitTransaction or AbortTransaction ends the transaction; send it after the next BeginTransaction", kerr.ErrTransactionState, topic)
 		}
 	default:
-		t.appendMu.RLock()
+		if err := t.appendMu.RLock(ctx); err != nil {
+			return &txnGateWaitError{topic: topic, err: err}
+		}
 	}
 	if _, err := t.checkSend(topic); err != nil {
 		t.appendMu.RUnlock()
@@ -516,6 +522,23 @@ func (t *txnManager) beginSend(topic string) error {
 	}
 	return nil
 }
+
+// txnGateWaitError is a transactional Send's ctx that ended while the
+// Send waited for a CommitTransaction or AbortTransaction to take
+// appendMu and let it go. The record did not join the transaction: the
+// commit or abort came first, and it would have refused the record, or
+// taken it in had it given up itself. So it does not make the
+// transaction abortable (sendFailed).
+type txnGateWaitError struct {
+	topic string
+	err   error // ctx's
+}
+
+func (e *txnGateWaitError) Error() string {
+	return fmt.Sprintf("the Send's ctx ended while it waited for the CommitTransaction or AbortTransaction under way; the record for %q was not sent and is not part of the transaction: send it again (after the next BeginTransaction if the transaction ended): %v", e.topic, e.err)
+}
+
+func (e *txnGateWaitError) Unwrap() error { return e.err }
 
 // SendOffsetsToTransaction adds consumer offsets to the current
 // transaction: they are committed for group if and only if the

@@ -457,7 +457,7 @@ func TestTxnCallbackSendWhileCommitWaits(t *testing.T) {
 		close(cbDone)
 	})
 	waitUntil(t, "a to be sent", func() bool { return held.Load() > 0 })
-	p.txn.appendMu.RLock() // as a Send of the transaction waiting for memory holds it
+	p.txn.appendMu.RLock(context.Background()) // as a Send of the transaction waiting for memory holds it
 	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	commitErr := make(chan error, 1)
@@ -481,5 +481,37 @@ func TestTxnCallbackSendWhileCommitWaits(t *testing.T) {
 		if err, ok := acks[v]; !ok || err != nil {
 			t.Errorf("%s: acknowledged %v, error %v; want it committed", v, ok, err)
 		}
+	}
+}
+
+// A Send of the transaction waits while a commit waits for the append
+// lock, but only until its own ctx ends: it then fails with ctx's error,
+// is not part of the transaction, and does not make it abortable, since
+// the commit came first (had the Send waited, the commit would have
+// refused it).
+func TestTxnSendWaitingForCommitEndsWithItsCtx(t *testing.T) {
+	c := newFake(t, 2)
+	p := beginTxn(t, c, testConfig(c), "send-waits-for-commit", false)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.txn.appendMu.RLock(ctx); err != nil { // as a Send of the transaction waiting for memory holds it
+		t.Fatal(err)
+	}
+	commitErr := make(chan error, 1)
+	go func() { commitErr <- p.CommitTransaction(ctx) }()
+	waitUntil(t, "the commit to wait for the append lock", func() bool { return gateWaiting(&p.txn.appendMu) == 1 })
+
+	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	var cbErr error
+	p.Send(sctx, &Record{Topic: "t", Value: []byte("b")}, func(_ *Record, err error) { cbErr = err })
+	if !errors.Is(cbErr, context.DeadlineExceeded) || !strings.Contains(cbErr.Error(), "not part of the transaction") {
+		t.Errorf("a Send waiting for the commit, its ctx ended: %v, want its ctx's deadline, not part of the transaction", cbErr)
+	}
+	p.txn.appendMu.RUnlock()
+	if err := <-commitErr; err != nil {
+		t.Fatalf("the commit, after the Send gave up: %v", err)
 	}
 }

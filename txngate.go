@@ -62,17 +62,23 @@ func (g *appendGate) TryRLockUnlessHeld() bool {
 }
 
 // RLock takes the gate for reading, waiting while a writer holds it or
-// waits for it.
-func (g *appendGate) RLock() {
+// waits for it, or returns ctx's error, having taken nothing, if ctx ends
+// first.
+func (g *appendGate) RLock(ctx context.Context) error {
 	g.mu.Lock()
 	for g.writer || g.waiting > 0 {
 		ch := g.waitLocked()
 		g.mu.Unlock()
-		<-ch
-		g.mu.Lock()
+		select {
+		case <-ch:
+			g.mu.Lock()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	g.readers++
 	g.mu.Unlock()
+	return nil
 }
 
 // RUnlock releases a read hold.

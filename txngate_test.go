@@ -12,7 +12,7 @@ import (
 // behind; readers and writers exclude each other.
 func TestAppendGate(t *testing.T) {
 	var g appendGate
-	g.RLock() // a Send waiting for memory
+	g.RLock(context.Background()) // a Send waiting for memory
 
 	ctx, cancel := context.WithCancel(context.Background())
 	locked := make(chan error, 1)
@@ -25,6 +25,11 @@ func TestAppendGate(t *testing.T) {
 		t.Fatal("TryRLockUnlessHeld refused while a writer only waited")
 	}
 	g.RUnlock()
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer rcancel()
+	if err := g.RLock(rctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("RLock while a writer waited, its ctx ended: %v, want its deadline", err)
+	}
 	cancel()
 	if err := <-locked; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock with its ctx ended: %v, want context.Canceled", err)
@@ -40,7 +45,7 @@ func TestAppendGate(t *testing.T) {
 		for gateWaiting(&g) != 1 { // (not waitUntil: not the test's goroutine)
 			time.Sleep(time.Millisecond)
 		}
-		g.RLock() // waits for the writer, then for its Unlock
+		g.RLock(context.Background()) // waits for the writer, then for its Unlock
 		close(readerIn)
 	}()
 	select {
