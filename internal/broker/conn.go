@@ -634,6 +634,10 @@ func (c *Conn) write(p *pending, buf []byte) []byte {
 	return buf
 }
 
+// testHookTimerFired, if set (by tests only), runs in timeout once a
+// timer has found its request still in flight.
+var testHookTimerFired func()
+
 // timeout fails the request with ErrRequestTimeout and closes the
 // connection, failing the others in flight on it, as the Java client does:
 // a broker that does not answer one request within request.timeout.ms is
@@ -651,6 +655,9 @@ func (c *Conn) timeout(corr int32) {
 	}
 	defer c.timers.Done()
 	defer live.Done()
+	if testHookTimerFired != nil {
+		testHookTimerFired()
+	}
 	err := fmt.Errorf("%w: %s (key %d) to broker %d (%s) got no response within %v; the connection was closed",
 		kerr.ErrRequestTimeout, kmsg.NameForKey(p.req.Key()), p.req.Key(), c.nodeID, c.addr, c.cfg.RequestTimeout)
 	c.cfg.Logger.Debug("request timed out", "broker", c.nodeID, "addr", c.addr, "key", p.req.Key())

@@ -778,3 +778,40 @@ func sendInOrder(t *testing.T, c *Conn, n int, before func(i int)) func() []int 
 		return order
 	}
 }
+
+// Close waits for a request timer that has fired and found its request
+// in flight: the timer's failure of the request and its log line come
+// before Close returns, never after (a goroutine Close left behind).
+func TestConnCloseWaitsForFiredTimer(t *testing.T) {
+	before := live.Count()
+	kc := newCluster(t)
+	holdMetadata(t, kc)
+	cfg := testConfig()
+	cfg.RequestTimeout = 50 * time.Millisecond
+	fired, release := make(chan struct{}), make(chan struct{})
+	testHookTimerFired = func() { close(fired); <-release }
+	t.Cleanup(func() { testHookTimerFired = nil })
+	c := dialTest(t, kc.ListenAddrs()[0], cfg)
+	var done atomic.Bool
+	if !c.TrySend(metadataReq(), false, func(kmsg.Response, error) { done.Store(true) }) {
+		t.Fatal("TrySend refused the request")
+	}
+	select {
+	case <-fired:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request's timer did not fire")
+	}
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a request timer that fired was still running")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	if !done.Load() {
+		t.Error("the request had not completed when Close returned")
+	}
+	checkEnded(t, before, "Close")
+}
