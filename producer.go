@@ -177,7 +177,8 @@ func NewProducer(cfg Config) (*Producer, error) {
 // delivery.timeout.ms, not by ctx. A transactional Send also waits while
 // CommitTransaction or AbortTransaction begins, as they wait for the
 // Sends appending to the transaction (at most their max.block.ms), or
-// until ctx ends: the record is then not part of the transaction.
+// until ctx ends: the record then fails, and makes the transaction
+// abortable unless the commit or abort had taken it by then.
 //
 // If the record fails before it is buffered (bad record, unknown topic,
 // buffer full, closed producer, ctx ended), cb runs on the caller's

@@ -445,8 +445,8 @@ func (t *txnManager) checkSend(topic string) (gen uint64, err error) {
 // one whose transaction gen ended before it failed (it waited for
 // metadata while the transaction was committed): it never joined that
 // transaction, and the next one is not its business; nor does one whose
-// ctx ended while it waited for a commit or abort (txnGateWaitError),
-// which came first. Gen 0 is a record
+// ctx ended while it waited for a commit or abort (txnGateWaitError) that
+// had taken the transaction by then. Gen 0 is a record
 // refused before it was checked against the transaction (no topic, its
 // serializer failed): it belongs to the transaction open at the time,
 // if one is, and not to one being committed, which a valid record sent
@@ -456,8 +456,7 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 	if gen != 0 && t.gen.Load() != gen {
 		return
 	}
-	var gateWait *txnGateWaitError
-	if errors.Is(err, kerr.ErrTransactionState) || errors.Is(err, kerr.ErrClosed) || errors.As(err, &gateWait) ||
+	if errors.Is(err, kerr.ErrTransactionState) || errors.Is(err, kerr.ErrClosed) ||
 		// A Send that an abort stopped (bufferPool.refuseWaits): its
 		// transaction is aborted already, and failing now could reach
 		// the next one.
@@ -477,10 +476,16 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 		topic = fmt.Sprintf("%q", r.Topic)
 	}
 	aerr := abortableErr("Send", fmt.Errorf("a record for %s failed before it was buffered: %w", topic, err))
+	var gateWait *txnGateWaitError
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
 	case gen == 0 && t.state != txnInTransaction:
+	case errors.As(err, &gateWait) && t.state != txnInTransaction:
+		// Its ctx ended while a commit or abort had taken the
+		// transaction: that came first, and the record never joined.
+		// (While the commit only waited, the transaction was open and
+		// the record one of it, as after it if the commit gives up.)
 	case t.state == txnCommitting && t.endSent:
 		// EndTxn(commit) is out: the coordinator decides the outcome,
 		// which a CommitTransaction called again must learn. Making
@@ -525,17 +530,18 @@ func (t *txnManager) beginSend(ctx context.Context, topic string) error {
 
 // txnGateWaitError is a transactional Send's ctx that ended while the
 // Send waited for a CommitTransaction or AbortTransaction to take
-// appendMu and let it go. The record did not join the transaction: the
-// commit or abort came first, and it would have refused the record, or
-// taken it in had it given up itself. So it does not make the
-// transaction abortable (sendFailed).
+// appendMu and let it go. If the commit or abort has taken the
+// transaction, the record did not join it (it would have been refused)
+// and changes nothing; if it still waits (and may give up, the
+// transaction staying open), the record failed in the open transaction,
+// which can no longer commit, as for any Send whose ctx ended (sendFailed).
 type txnGateWaitError struct {
 	topic string
 	err   error // ctx's
 }
 
 func (e *txnGateWaitError) Error() string {
-	return fmt.Sprintf("the Send's ctx ended while it waited for the CommitTransaction or AbortTransaction under way; the record for %q was not sent and is not part of the transaction: send it again (after the next BeginTransaction if the transaction ended): %v", e.topic, e.err)
+	return fmt.Sprintf("the Send's ctx ended while it waited for the CommitTransaction or AbortTransaction under way; the record for %q was not sent: if that call went on, the record is not part of its transaction, so send it in the next one; if it gave up, the transaction can no longer be committed: abort it: %v", e.topic, e.err)
 }
 
 func (e *txnGateWaitError) Unwrap() error { return e.err }

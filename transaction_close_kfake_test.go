@@ -485,10 +485,12 @@ func TestTxnCallbackSendWhileCommitWaits(t *testing.T) {
 }
 
 // A Send of the transaction waits while a commit waits for the append
-// lock, but only until its own ctx ends: it then fails with ctx's error,
-// is not part of the transaction, and does not make it abortable, since
-// the commit came first (had the Send waited, the commit would have
-// refused it).
+// lock, but only until its own ctx ends: it then fails with ctx's error.
+// The commit had not taken the transaction yet (it may still give up,
+// the transaction open), so the record failed in the transaction, which
+// can no longer commit: the commit fails rather than go through without
+// it. Had the commit taken the transaction first, the record would not
+// have joined it and changes nothing.
 func TestTxnSendWaitingForCommitEndsWithItsCtx(t *testing.T) {
 	c := newFake(t, 2)
 	p := beginTxn(t, c, testConfig(c), "send-waits-for-commit", false)
@@ -505,13 +507,30 @@ func TestTxnSendWaitingForCommitEndsWithItsCtx(t *testing.T) {
 
 	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	var cbErr error
-	p.Send(sctx, &Record{Topic: "t", Value: []byte("b")}, func(_ *Record, err error) { cbErr = err })
-	if !errors.Is(cbErr, context.DeadlineExceeded) || !strings.Contains(cbErr.Error(), "not part of the transaction") {
-		t.Errorf("a Send waiting for the commit, its ctx ended: %v, want its ctx's deadline, not part of the transaction", cbErr)
-	}
+	p.Send(sctx, &Record{Topic: "t", Value: []byte("b")}, nil) // no callback: nobody but the commit would learn of it
 	p.txn.appendMu.RUnlock()
-	if err := <-commitErr; err != nil {
-		t.Fatalf("the commit, after the Send gave up: %v", err)
+	if err := <-commitErr; !errors.Is(err, ErrTransactionAbortable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the commit, after a Send of its transaction gave up waiting for it: %v, want ErrTransactionAbortable naming the Send's deadline", err)
+	}
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatalf("AbortTransaction: %v", err)
+	}
+
+	// A commit that has taken the transaction came first: a Send giving
+	// up behind it never joined, and leaves the commit alone.
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	gen := p.txn.gen.Load()
+	p.txn.mu.Lock()
+	p.txn.state = txnCommitting // as CommitTransaction sets it under the append lock
+	p.txn.mu.Unlock()
+	p.txn.sendFailed(&Record{Topic: "t"}, gen, &txnGateWaitError{topic: "t", err: context.DeadlineExceeded}, true)
+	p.txn.mu.Lock()
+	state := p.txn.state
+	p.txn.state = txnInTransaction
+	p.txn.mu.Unlock()
+	if state != txnCommitting {
+		t.Errorf("a Send that gave up behind a commit that had taken the transaction: the state became %s", state)
 	}
 }
