@@ -284,6 +284,10 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 		}
 		// Fail fast outside a transaction; checked again at the append.
 		if gen, err = p.txn.checkSend(r.Topic); err != nil {
+			if p.closed.Load() {
+				// Close began meanwhile and is ending the transaction.
+				return 0, &sendClosedError{topic: r.Topic}
+			}
 			return gen, err
 		}
 	}

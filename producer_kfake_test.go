@@ -966,3 +966,41 @@ func TestZstdNeedsProduceV7(t *testing.T) {
 		t.Fatalf("the next record: %v, want ErrFatal saying to change compression.type", err)
 	}
 }
+
+// TestTxnSendsRacingCloseGetErrClosed: many Sends race Close, which aborts
+// the open transaction; one that finds the transaction ended before its
+// append (its first check of the state, after the closed flag) must say
+// the producer was closed too. The window is narrow: the test tries 20
+// times with 8 sending goroutines.
+func TestTxnSendsRacingCloseGetErrClosed(t *testing.T) {
+	c := newFake(t, 3)
+	var bad atomic.Value
+	for iter := 0; iter < 20 && bad.Load() == nil; iter++ {
+		p := beginTxn(t, c, testConfig(c), "sends-racing-close", false)
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					p.Send(context.Background(), &Record{Topic: "t", Value: []byte("x")}, func(_ *Record, err error) {
+						if err != nil && errors.Is(err, ErrTransactionState) && !errors.Is(err, ErrClosed) {
+							bad.CompareAndSwap(nil, err)
+						}
+					})
+				}
+			}()
+		}
+		time.Sleep(5 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		p.Close(ctx)
+		cancel()
+		time.Sleep(2 * time.Millisecond)
+		stop.Store(true)
+		wg.Wait()
+	}
+	if err := bad.Load(); err != nil {
+		t.Errorf("a Send racing Close failed with %v; the docs promise ErrClosed", err)
+	}
+}
