@@ -191,7 +191,9 @@ func NewProducer(cfg Config) (*Producer, error) {
 // which only that goroutine frees: with no room for it at once, it fails
 // with ErrBufferFull (the memory of the batch whose callbacks run is free
 // already, for records sent again, and kept for them ahead of Sends
-// waiting elsewhere, unless the batch expired while in flight). A
+// waiting elsewhere, unless the batch expired while in flight or was
+// split because the broker found it too large: its memory went back to
+// the pool at the split, as in Java, and its parts are not charged). A
 // transactional Send there fails with ErrTransactionState while
 // CommitTransaction or AbortTransaction ends the transaction. cb may be
 // nil.
