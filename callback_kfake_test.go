@@ -136,9 +136,7 @@ func TestSendFromCallbackAheadOfWaiters(t *testing.T) {
 	go func() { // an ordinary Send, waiting for the memory
 		waiterDone <- p.SendSync(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(1))
 	}()
-	for p.Metrics().WaitingThreads == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the Send to wait for memory", func() bool { return p.Metrics().WaitingThreads > 0 })
 	open()
 	select {
 	case err := <-got:
@@ -433,14 +431,10 @@ func TestSendFromCallbackWaiterLeaves(t *testing.T) {
 	short, cancel := context.WithCancel(ctx)
 	w1 := make(chan error, 1)
 	go func() { w1 <- p.SendSync(short, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(1)) }()
-	for p.Metrics().WaitingThreads < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the first Send to wait for memory", func() bool { return p.Metrics().WaitingThreads >= 1 })
 	w2 := make(chan error, 1)
 	go func() { w2 <- p.SendSync(ctx, (&Record{Topic: "t", Value: make([]byte, 900)}).ToPartition(2)) }()
-	for p.Metrics().WaitingThreads < 2 {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the second Send to wait for memory", func() bool { return p.Metrics().WaitingThreads >= 2 })
 	open()
 	time.AfterFunc(100*time.Millisecond, cancel)
 	if err := <-got; err != nil {

@@ -270,15 +270,23 @@ func topicEndOffsets(cl *kgo.Client, topic string, committed bool) (map[int32]in
 
 // excuse takes the failed records whose error matches target out of c:
 // for a failure that a test knows to be kfake's and not the producer's.
-// Failures with other errors stay counted.
-func (f *faultRun) excuse(c faultCounts, target error) faultCounts {
+// Failures with other errors stay counted. At most limit records are
+// excused (what the known cause can fail): more fail the test, as a
+// producer that kept failing records that way would.
+func (f *faultRun) excuse(t *testing.T, c faultCounts, target error, limit int) faultCounts {
+	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	n := 0
 	for _, err := range f.failed {
 		if errors.Is(err, target) {
+			n++
 			c.failed--
 			c.sent--
 		}
+	}
+	if n > limit {
+		t.Errorf("%d records failed with %v; at most %d may, for the known cause", n, target, limit)
 	}
 	return c
 }

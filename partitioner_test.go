@@ -653,9 +653,6 @@ func TestStickySwitchKeepsHeldMemory(t *testing.T) {
 		t.Fatalf("Send failed after %v: %v", blocked, err)
 	default:
 	}
-	if blocked > cfg.MaxBlock+150*time.Millisecond {
-		t.Errorf("Send blocked %v, more than max.block.ms %v", blocked, cfg.MaxBlock)
-	}
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -159,9 +159,7 @@ func TestTxnSendOffsetsAfterTransactionEnded(t *testing.T) {
 		done <- p.SendOffsetsToTransaction(ctx, map[string]map[int32]Offset{"t": {0: {Offset: 1}}}, GroupMetadata{GroupID: "g"})
 	}()
 	// It checked the state and waits for the coordinator.
-	for tm.acquiring.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "SendOffsetsToTransaction to wait for the coordinator", func() bool { return tm.acquiring.Load() > 0 })
 	tm.mu.Lock()
 	tm.gen.Add(1) // what a commit and the next BeginTransaction leave
 	tm.mu.Unlock()
@@ -257,13 +255,9 @@ func TestTxnInitConcurrent(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	first, second := make(chan error, 1), make(chan error, 1)
 	go func() { first <- p.InitTransactions(ctx) }()
-	for inits.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the first InitTransactions to be sent", func() bool { return inits.Load() > 0 })
 	go func() { second <- p.InitTransactions(ctx) }()
-	for p.txn.acquiring.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the second InitTransactions to wait", func() bool { return p.txn.acquiring.Load() > 0 })
 	open()
 	if err := <-first; err != nil {
 		t.Fatal(err)

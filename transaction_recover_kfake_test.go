@@ -41,9 +41,7 @@ func TestTxnRecoveredAbortRestartsSequences(t *testing.T) {
 			}
 			h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Partitions: []int32{0}, Err: fkerr.NotEnoughReplicas})
 			wait := sendTxn(t, p, "t", 1, 1, "retry")
-			for h.Hits() == 0 {
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitUntil(t, "the fault to hit", func() bool { return h.Hits() > 0 })
 			// The coordinator says our epoch is fenced (as after its
 			// transaction.timeout.ms abort); recoverFenced recovers.
 			c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: fkerr.ProducerFenced})

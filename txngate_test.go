@@ -40,11 +40,9 @@ func TestAppendGate(t *testing.T) {
 	g.RUnlock()
 
 	go func() { locked <- g.Lock(context.Background()) }()
+	waitUntil(t, "the writer to wait", func() bool { return gateWaiting(&g) == 1 })
 	readerIn := make(chan struct{})
 	go func() {
-		for gateWaiting(&g) != 1 { // (not waitUntil: not the test's goroutine)
-			time.Sleep(time.Millisecond)
-		}
 		g.RLock(context.Background()) // waits for the writer, then for its Unlock
 		close(readerIn)
 	}()
@@ -66,7 +64,11 @@ func TestAppendGate(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	g.Unlock()
-	<-readerIn
+	select {
+	case <-readerIn:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader did not get in after the writer left")
+	}
 	g.RUnlock()
 }
 
