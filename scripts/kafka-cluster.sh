@@ -497,13 +497,30 @@ live_pids() {
 
 # ------------------------------------------------------------------ verbs --
 
+# lock_state serializes the verbs that start or stop nodes (up, down,
+# restart, heal) on $STATE/.up.lock, held until the script exits: a 'down'
+# waits for a restart or heal under way (a test's, say, whose test binary
+# was killed) instead of racing it and leaving its new JVM running.
+lock_state() {
+	mkdir -p "$STATE"
+	exec 9>"$STATE/.up.lock"
+	flock -w 300 9 || die "another verb holds $STATE/.up.lock (up, down, restart or heal)"
+}
+
+# refuse_after_down: restart and heal do nothing once 'down' has run (it
+# leaves $STATE/.down, which 'up' removes), so that one started before a
+# 'down' and run after it does not bring back a node.
+refuse_after_down() {
+	[[ ! -e $STATE/.down ]] || die "the cluster was stopped ('down'); run '$0 up'"
+}
+
 cmd_up() {
 	cmd_install
 	mkdir -p "$STATE"
 	# Lock fds 8 and 9 are closed in the nodes (start_node), or a running
 	# JVM would hold the lock forever.
-	exec 9>"$STATE/.up.lock"
-	flock -w 300 9 || die "another 'up' holds $STATE/.up.lock"
+	lock_state
+	rm -f "$STATE/.down"
 
 	local n p pids=() all=1
 	for n in "${NODES[@]}"; do
@@ -614,6 +631,8 @@ cmd_up() {
 
 cmd_down() {
 	local pids strays
+	lock_state
+	touch "$STATE/.down"
 	pids=$(live_pids)
 	strays=$(stray_pids)
 	# shellcheck disable=SC2086
@@ -699,6 +718,8 @@ cmd_restart() {
 	check_node_arg "${1:-}"
 	local n=$1 p
 	[[ -f $(node_conf "$n") ]] || die "node $n was never set up; run '$0 up'"
+	lock_state
+	refuse_after_down
 	[[ -x $PROBE ]] || build_probe
 	p=$(node_pid "$n")
 	if [[ -n $p ]]; then
@@ -724,6 +745,8 @@ cmd_restart() {
 cmd_heal() {
 	local n p fixed=0
 	[[ -f $(node_conf 1) ]] || die "no cluster in $STATE; run '$0 up'"
+	lock_state
+	refuse_after_down
 	[[ -n $(live_pids) ]] || die "the cluster is down (no node runs); run '$0 up'"
 	[[ -x $PROBE ]] || build_probe
 	reserve_ports

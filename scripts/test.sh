@@ -46,13 +46,19 @@ stop_job() {
 }
 
 cleanup() {
+	local rc=$?
 	# The tests first, then an 'up' still starting (else it would start the
-	# brokers after 'down' has stopped them).
+	# brokers after 'down' has stopped them). A restart or heal that a killed
+	# test binary left running is waited for by 'down' (its lock).
 	stop_job "${test_pid:-}"
 	stop_job "${up_pid:-}"
 	say "stopping the Kafka test cluster"
-	"${CLUSTER[@]}" down || true
+	if ! "${CLUSTER[@]}" down; then
+		say "could not stop the Kafka test cluster: a broker may still run"
+		((rc != 0)) || rc=1
+	fi
 	rm -f "${up_out:-}" "${up_err:-}"
+	exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
