@@ -541,3 +541,79 @@ func TestOnGoroutineOnlyInCallbacks(t *testing.T) {
 	}
 	close(release)
 }
+
+// A callback's Send refused for want of memory reads the pool's figures
+// for its error under the pool's lock (a data race under -race before),
+// while other batches take and give back memory.
+func TestSendFromCallbackRefusalReadsPoolUnderLock(t *testing.T) {
+	p := newBufferPool(1<<20, 1024)
+	p.cannotWait = func() bool { return true } // as on the sender goroutine
+	if _, err := p.allocate(context.Background(), 1<<20-512, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	errs := make(chan error, 1)
+	go func() { // a callback's Send: 1024 bytes, 512 at most free
+		defer wg.Done()
+		for range 2000 {
+			if _, err := p.allocate(context.Background(), 1024, time.Second); !errors.Is(err, ErrBufferFull) {
+				errs <- fmt.Errorf("allocate: %v, want ErrBufferFull", err)
+				return
+			}
+		}
+	}()
+	go func() { // another batch taking and giving back 512 bytes
+		defer wg.Done()
+		for range 2000 {
+			if buf, err := p.allocate(context.Background(), 512, time.Second); err == nil {
+				p.release(buf, 512)
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// closeFromInterceptorClose is an interceptor whose Close closes its
+// producer again.
+type closeFromInterceptorClose struct {
+	p    **Producer
+	done chan error
+}
+
+func (closeFromInterceptorClose) OnSend(r *Record) *Record        { return r }
+func (closeFromInterceptorClose) OnAcknowledgement(*Record, error) {}
+func (c closeFromInterceptorClose) Close() error {
+	c.done <- (*c.p).Close(context.Background())
+	return nil
+}
+
+// A Close from a callback is finished by the sender goroutine, which then
+// closes the interceptors: an interceptor's Close that calls the
+// producer's Close there must not wait for that goroutine (it did, for
+// ever, when only the callbacks counted as caller code there).
+func TestCloseFromInterceptorCloseOnSenderGoroutine(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	var p *Producer
+	ic := closeFromInterceptorClose{p: &p, done: make(chan error, 1)}
+	cfg.Interceptors = []Interceptor{ic}
+	var err error
+	if p, err = NewProducer(cfg); err != nil {
+		t.Fatal(err)
+	}
+	p.Send(context.Background(), &Record{Topic: "t", Value: []byte("x")}, func(*Record, error) {
+		p.Close(context.Background()) // from a callback: the sender finishes the close
+	})
+	select {
+	case <-ic.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the interceptor's Close, run on the sender goroutine, is stuck in Producer.Close")
+	}
+	p.Close(context.Background()) // returns once the sender has finished the close
+	checkNoProducerGoroutines(t, "Close")
+}

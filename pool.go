@@ -127,10 +127,15 @@ func (p *bufferPool) allocate(ctx context.Context, size int, maxBlock time.Durat
 		return nil, err
 	}
 	if p.cannotWait != nil && p.cannotWait() {
+		free, queued := max(p.available, 0), p.waiters.Len()
 		p.mu.Unlock()
 		p.exhausted.add(time.Now(), 1)
-		return nil, fmt.Errorf("%w: a Send from a callback needs %d bytes and %d of buffer.memory's %d bytes are free (the rest is in use by batches not yet delivered); it cannot wait for them there, since callbacks run on the goroutine that frees their memory: send from another goroutine, or raise buffer.memory",
-			kerr.ErrBufferFull, size, max(p.available, 0), p.total)
+		why := fmt.Sprintf("%d of buffer.memory's %d bytes are free (the rest is in use by batches not yet delivered)", free, p.total)
+		if free >= int64(size) {
+			why = fmt.Sprintf("the %d free bytes of buffer.memory (%d) are promised to %d Send(s) waiting for memory", free, p.total, queued)
+		}
+		return nil, fmt.Errorf("%w: a Send from a callback needs %d bytes and %s; it cannot wait for memory there, since callbacks run on the goroutine that frees it: send from another goroutine, or raise buffer.memory",
+			kerr.ErrBufferFull, size, why)
 	}
 	w := &poolWaiter{need: int64(size), ready: make(chan struct{})}
 	el := p.waiters.PushBack(w)
