@@ -42,11 +42,12 @@ type sender struct {
 	// gid is the id of the goroutine run runs on, where callbacks run:
 	// calls that wait for deliveries refuse to run there (onGoroutine).
 	gid atomic.Uint64
-	// inCallbacks is set while run's goroutine runs records' callbacks
-	// (and with them the interceptors' OnAcknowledgement), the only
-	// caller code it runs that may call Send, Flush or Close: outside
-	// them no caller is on that goroutine, and onGoroutine need not
-	// read the goroutine's id, which costs a traceback.
+	// inCallbacks is set while run's goroutine runs caller code that may
+	// call Send, Flush or Close: records' callbacks (and with them the
+	// interceptors' OnAcknowledgement), and the interceptors' and the
+	// partitioner's Close when it finishes a Close made from a callback.
+	// Outside them no caller is on that goroutine, and onGoroutine need
+	// not read the goroutine's id, which costs a traceback.
 	inCallbacks atomic.Bool
 	// finishClose: Close was called from a callback and could not wait;
 	// run finishes it (Producer.finishClose) on its way out.
@@ -133,7 +134,10 @@ func (s *sender) run() {
 		if s.finishClose.Load() {
 			// After done: Close from a callback did not wait. Other
 			// Closes wait for closeDone, which this closes, so the
-			// goroutine is uncounted just before.
+			// goroutine is uncounted just before. The interceptors'
+			// and the partitioner's Close run here: caller code, which
+			// may call Close again (onGoroutine).
+			s.inCallbacks.Store(true)
 			s.p.finishCloseThen(live.Done)
 		}
 	}()
