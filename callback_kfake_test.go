@@ -585,7 +585,7 @@ type closeFromInterceptorClose struct {
 	done chan error
 }
 
-func (closeFromInterceptorClose) OnSend(r *Record) *Record        { return r }
+func (closeFromInterceptorClose) OnSend(r *Record) *Record         { return r }
 func (closeFromInterceptorClose) OnAcknowledgement(*Record, error) {}
 func (c closeFromInterceptorClose) Close() error {
 	c.done <- (*c.p).Close(context.Background())
