@@ -503,7 +503,7 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 func (t *txnManager) beginSend(ctx context.Context, topic string) error {
 	switch {
 	case t.appendMu.TryRLock():
-	case t.p.snd.onGoroutine(): // (about a microsecond: only when a commit or abort is under way)
+	case t.p.snd.onGoroutine(): // (only when a commit or abort is under way)
 		// On the sender goroutine (a callback) waiting could stall every
 		// delivery: the commit may itself wait for a Send that waits for
 		// memory, which only that goroutine frees. Only a commit or
