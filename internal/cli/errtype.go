@@ -86,8 +86,8 @@ var causeSentinels = []namedErr{
 
 // stopsTheRun reports errors after which every following record would
 // wait max.block.ms and fail the same way: the cluster took no record
-// (unknown topic, no metadata, a full buffer while nothing was
-// acknowledged), or the partition that every record of "produce
+// (unknown topic, no metadata from unreachable brokers, no metadata or a
+// full buffer while nothing was acknowledged), or the partition that every record of "produce
 // --partition" names does not exist. The commands stop instead of hanging
 // record by record. A full buffer while records were being acknowledged
 // (in the last max.block.ms, and at least the last stallAfter: with a
@@ -97,7 +97,12 @@ var causeSentinels = []namedErr{
 // (not a transient TLS failure) and a producer in a fatal state fail
 // every record at once: the run stops too.
 func stopsTheRun(err error, lastAck *progress, maxBlock time.Duration) bool {
-	if errors.Is(err, kerr.ErrBufferFull) {
+	if errors.Is(err, kerr.ErrBufferFull) ||
+		// No metadata within max.block.ms while the brokers could be
+		// reached: an answer slower than a short max.block.ms (or
+		// max.block.ms=0) fails that record only, as in Java; a
+		// cluster that stays silent stops the run as a full buffer does.
+		errors.Is(err, kerr.ErrMetadataTimeout) && !errors.Is(err, kerr.ErrDial) {
 		return !lastAck.within(max(maxBlock, stallAfter))
 	}
 	return errors.Is(err, kerr.ErrUnknownTopic) || errors.Is(err, kerr.ErrMetadataTimeout) ||

@@ -380,6 +380,10 @@ func (c *perfCmd) produce(ctx, gctx context.Context, p *kprod.Producer, r *perfR
 			// error of that record alone (ErrRecordTooLarge for a long
 			// --payload-file piece) counts as it would for any other
 			// record: stopsTheRun, in the callback, tells them apart.
+			// Flushed, not left to linger.ms: alone in its batch, it
+			// would hold the run (and its clock) for all of linger.ms
+			// (Flush's error is the ctx's, which the select sees).
+			_ = p.Flush(ctx)
 			select {
 			case <-first:
 				if r.fatal.Load() != nil {

@@ -224,3 +224,32 @@ func TestPerfRecordSizeTooLarge(t *testing.T) {
 			code, r.Sent, r.Stopped, exitFail, stderr)
 	}
 }
+
+// The first record, which the run waits for (to stop at once if the
+// cluster is unreachable), is flushed rather than left alone in its batch
+// for linger.ms: with a linger of ten minutes the run must still finish
+// (well within the test's 60 seconds).
+func TestPerfFirstRecordDoesNotLinger(t *testing.T) {
+	c := newTestCluster(t, 3, "t")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	code, stdout, stderr := runCLI(ctx, nil, "perf", "-b", c.ListenAddrs()[0], "--topic", "t",
+		"--num-records", "20000", "-X", "linger.ms=600000", "--json")
+	r, _ := decodePerfJSON(t, stdout)
+	if code != exitOK || r.Interrupted || r.Records != 20000 {
+		t.Fatalf("exit %d, interrupted %v, %d records acknowledged: the run waited for the first record's linger.ms\n%s", code, r.Interrupted, r.Records, stderr)
+	}
+}
+
+// max.block.ms=0 (Sends that never wait, which Java accepts): the records
+// sent before the metadata arrives fail, and the run goes on.
+func TestPerfMaxBlockZeroGoesOn(t *testing.T) {
+	c := newTestCluster(t, 1, "t")
+	code, stdout, stderr := runCLI(context.Background(), nil, "perf", "-b", c.ListenAddrs()[0], "--topic", "t",
+		"--num-records", "2000", "--throughput", "2000", "-X", "max.block.ms=0", "--json")
+	r, _ := decodePerfJSON(t, stdout)
+	t.Logf("exit %d sent %d records %d failed %d stopped %q", code, r.Sent, r.Records, r.Failed, r.Stopped)
+	if r.Stopped != "" || r.Records == 0 {
+		t.Errorf("perf stopped after %d record(s) on a reachable cluster: %q\nstderr: %s", r.Sent, r.Stopped, stderr)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,3 +137,30 @@ func TestProduceReaderPropertyHint(t *testing.T) {
 		t.Errorf("the hint hides the *kprod.ConfigError: %v", err)
 	}
 }
+
+// A first Metadata answer slower than a short max.block.ms fails the
+// first line only (as Java's console producer does): the cluster is
+// reachable, so the lines after it are sent, not dropped.
+func TestProduceSlowFirstMetadataFailsOneLine(t *testing.T) {
+	c := newTestCluster(t, 1, "t")
+	var slowed atomic.Bool
+	c.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if slowed.CompareAndSwap(false, true) {
+			time.Sleep(400 * time.Millisecond) // the first answer only
+		}
+		return nil, nil, false
+	})
+	const n = 20
+	code, _, stderr := runCLI(context.Background(), strings.NewReader(strings.Repeat("line\n", n)), "produce",
+		"-b", c.ListenAddrs()[0], "-t", "t", "-X", "max.block.ms=250")
+	t.Logf("exit %d\n%s", code, stderr)
+	if strings.Contains(stderr, "not sent") || !strings.Contains(stderr, "records sent") ||
+		strings.Contains(stderr, "stopped reading stdin") {
+		t.Errorf("a reachable cluster with the topic: lines after the first were dropped:\n%s", stderr)
+	}
+}
+
+// Same for max.block.ms=0, a value Java accepts (non-blocking send): Java's
+// ProducerPerformance fails the records sent before the first metadata and
+// goes on; kprod perf stops the run after the first record.
