@@ -77,7 +77,7 @@ func TestStats(t *testing.T) {
 	}
 	var b strings.Builder
 	r.printTotal(&b, "")
-	if !strings.HasPrefix(b.String(), "1000 records sent, 250.0 records/sec (0.00 MB/sec), 500.50 ms avg latency, 1000.00 ms max latency, 500 ms 50th, 950 ms 95th, 990 ms 99th, 999 ms 99.9th.") {
+	if !strings.HasPrefix(b.String(), "1000 records sent, 250.000000 records/sec (0.00 MB/sec), 500.50 ms avg latency, 1000.00 ms max latency, 500 ms 50th, 950 ms 95th, 990 ms 99th, 999 ms 99.9th.") {
 		t.Errorf("total line %q", b.String())
 	}
 	if empty := newStats(start).result(start.Add(time.Second)); empty.AvgLatencyMs != 0 || empty.P50Ms != 0 {

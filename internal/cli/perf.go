@@ -101,14 +101,17 @@ func (c *perfCmd) usage(w io.Writer) {
 
 // perfRun is one run's state shared with the producer's callbacks.
 type perfRun struct {
-	total, steady *stats
-	fails         failures
-	sent          atomic.Int64
-	fatal         atomic.Pointer[error]
-	lastAck       progress
-	maxBlock      time.Duration
-	metrics       kprod.Metrics // the producer's, taken after the last record
-	clientID      string        // for the metrics' tags
+	total *stats
+	// steady is the stats from --warmup-records on (nil before, and
+	// without a warmup); the reporter reads it.
+	steady   atomic.Pointer[stats]
+	fails    failures
+	sent     atomic.Int64
+	fatal    atomic.Pointer[error]
+	lastAck  progress
+	maxBlock time.Duration
+	metrics  kprod.Metrics // the producer's, taken after the last record
+	clientID string        // for the metrics' tags
 }
 
 func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -168,13 +171,13 @@ func (c *perfCmd) run(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "kprod perf: %v\n", err)
 		return exitUsage
 	}
-	if c.warmup > 0 {
-		fmt.Fprintf(stderr, "Warmup first %d records. Steady state results will print after the complete test summary.\n", c.warmup)
-	}
-
 	out := stdout
 	if c.json {
 		out = stderr
+	}
+	if c.warmup > 0 {
+		// On the report's stream, as Java's tool prints it on stdout.
+		fmt.Fprintf(out, "Warmup first %d records. Steady state results will print after the complete test summary.\n", c.warmup)
 	}
 	// The whole shutdown after SIGINT (delivering what was sent, closing)
 	// gets interruptGrace from the signal on.
@@ -336,9 +339,9 @@ func (c *perfCmd) produce(ctx, gctx context.Context, p *kprod.Producer, r *perfR
 		sendStart := monoNow()
 		rec := &kprod.Record{Topic: c.topic, Value: value, Timestamp: monoBase.Add(sendStart)}
 		if i == c.warmup && c.warmup > 0 {
-			r.steady = newStats(time.Now())
+			r.steady.Store(newStats(time.Now()))
 		}
-		steady := r.steady
+		steady := r.steady.Load()
 		size := len(value)
 		var firstCh chan struct{}
 		if i == 0 {
@@ -425,8 +428,8 @@ func (c *perfCmd) produce(ctx, gctx context.Context, p *kprod.Producer, r *perfR
 func (c *perfCmd) report(stdout, stderr io.Writer, r *perfRun, end time.Time, embedded, interrupted bool, stopped string) {
 	total := r.total.result(end)
 	var steady *result
-	if r.steady != nil {
-		s := r.steady.result(end)
+	if st := r.steady.Load(); st != nil {
+		s := st.result(end)
 		steady = &s
 	}
 	errs := r.fails.snapshot()
@@ -580,13 +583,25 @@ func startReporter(r *perfRun, total int64, interval time.Duration, out, stderr 
 			progress = t.C
 		}
 		start := time.Now()
+		steadyShown := false
 		for {
 			select {
 			case <-rep.done:
 				return
 			case now := <-window.C:
-				if line := r.total.windowLine(now); line != "" {
+				// After the warmup the windows are the steady state's,
+				// announced once, as in Java's tool (4.x), whose whole-run
+				// stats stop printing then.
+				s := r.total
+				if st := r.steady.Load(); st != nil {
+					s = st
+				}
+				if line := s.windowLine(now); line != "" {
 					rep.clear()
+					if s != r.total && !steadyShown {
+						fmt.Fprintln(out, "In steady state.")
+						steadyShown = true
+					}
 					fmt.Fprintln(out, line)
 				}
 			case now := <-progress:

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -251,5 +252,35 @@ func TestPerfMaxBlockZeroGoesOn(t *testing.T) {
 	t.Logf("exit %d sent %d records %d failed %d stopped %q", code, r.Sent, r.Records, r.Failed, r.Stopped)
 	if r.Stopped != "" || r.Records == 0 {
 		t.Errorf("perf stopped after %d record(s) on a reachable cluster: %q\nstderr: %s", r.Sent, r.Stopped, stderr)
+	}
+}
+
+// With --warmup-records, as Java's tool (Kafka 4.x) prints them: the
+// notice on stdout, then "In steady state." once the windows are the
+// steady state's, and both summary lines.
+func TestPerfWarmupWindowsAreSteadyState(t *testing.T) {
+	c := newTestCluster(t, 3, "t")
+	code, stdout, stderr := runCLI(context.Background(), nil, "perf", "-b", c.ListenAddrs()[0], "--topic", "t",
+		"--num-records", "2400", "--throughput", "1200", "--warmup-records", "600", "--reporting-interval", "400")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	notice := strings.Index(stdout, "Warmup first 600 records.")
+	steady := strings.Index(stdout, "\nIn steady state.\n")
+	total := strings.Index(stdout, "2400 records sent, ")
+	if notice != 0 || steady < 0 || total < steady || strings.Count(stdout, "In steady state.") != 1 ||
+		!strings.Contains(stdout, "1800 steady state records sent, ") {
+		t.Fatalf("stdout is not Java's warmup output:\n%s", stdout)
+	}
+	// The windows after the announcement count steady-state records only.
+	var n int64
+	for _, line := range strings.Split(stdout[steady:total], "\n") {
+		var k int64
+		if _, err := fmt.Sscanf(line, "%d records sent,", &k); err == nil {
+			n += k
+		}
+	}
+	if n == 0 || n > 1800 {
+		t.Errorf("the steady-state windows counted %d records, want 1 to 1800:\n%s", n, stdout)
 	}
 }

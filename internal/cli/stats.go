@@ -121,13 +121,13 @@ func (s *stats) result(end time.Time) result {
 	return r
 }
 
-// printTotal writes ProducerPerformance's final line (Kafka 4.x: records/sec
-// with one decimal, as its window lines). Java measures in
+// printTotal writes ProducerPerformance's final line (Kafka 4.4: records/sec
+// with Java's %f, six decimals; its window lines have one). Java measures in
 // whole milliseconds and prints the percentiles as integers; so does this
 // line, so that scripts parsing Java's output parse it too (the JSON
 // output keeps microsecond precision).
 func (r result) printTotal(w io.Writer, label string) {
-	fmt.Fprintf(w, "%d%s records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th.\n",
+	fmt.Fprintf(w, "%d%s records sent, %f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th.\n",
 		r.Records, label, r.RecordsPerSec, r.MBPerSec, r.AvgLatencyMs, r.MaxLatencyMs,
 		int64(r.P50Ms), int64(r.P95Ms), int64(r.P99Ms), int64(r.P999Ms))
 }
