@@ -2,8 +2,11 @@ package kprod
 
 import (
 	"context"
+	"errors"
+	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,4 +121,59 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 		checkNoProducerGoroutines(t, "the forced Close")
 		o.wait(t, time.Second)
 	})
+}
+
+// A Close with nothing to deliver does not wait for the producer id
+// request that the idempotent producer's sender has out to a broker that
+// accepts connections and never answers: it would wait up to
+// request.timeout.ms (here minutes) or the connection setup timeout.
+func TestCloseDoesNotWaitForProducerIDWithNothingBuffered(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = []string{l.Addr().String()}
+	cfg.MaxBlock = 500 * time.Millisecond
+	cfg.RequestTimeout = 5 * time.Minute
+	cfg.SocketConnectionSetupTimeout, cfg.SocketConnectionSetupTimeoutMax = 5*time.Minute, 5*time.Minute
+	p, err := NewProducer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendSync(context.Background(), &Record{Topic: "t", Value: []byte("x")}); !errors.Is(err, ErrMetadataTimeout) {
+		t.Fatalf("SendSync to a silent broker: %v, want ErrMetadataTimeout", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close(context.Background()) }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close with nothing buffered waited for the producer id request")
+	}
+	checkNoProducerGoroutines(t, "Close")
 }

@@ -138,8 +138,17 @@ func (s *sender) ensureProducerID(now time.Time) bool {
 	req.ProducerID, req.ProducerEpoch = -1, -1
 	ctx, cancel := context.WithTimeout(context.Background(), s.p.cfg.RequestTimeout)
 	stop := context.AfterFunc(s.forceCtx, cancel)
+	// A Close with nothing to deliver does not wait for the id (a broker
+	// that accepts connections and never answers would hold it for
+	// request.timeout.ms); Close refuses new records before it begins.
+	stopClosing := context.AfterFunc(s.closingCtx, func() {
+		if !s.p.acc.hasIncomplete() {
+			cancel()
+		}
+	})
 	resp, err := br.Do(ctx, req)
 	stop()
+	stopClosing()
 	cancel()
 	if err == nil {
 		r := resp.(*kmsg.InitProducerIDResponse)

@@ -571,7 +571,7 @@ func (p *Producer) closeFromCallback() error {
 	p.closeErr = err // read by other Closes after closeDone, which the sender closes after this
 	p.log.Warn("Close called from a callback: closing without waiting (as Java's close(0)); records not yet delivered fail with ErrAborted")
 	p.snd.finishClose.Store(true)
-	close(p.snd.closing)
+	p.snd.startClosing()
 	p.forceClose()
 	return err
 }
@@ -581,7 +581,7 @@ func (p *Producer) close(ctx context.Context) {
 	if p.txn != nil {
 		p.txn.closeAbort(ctx) // as Java's close: abort a transaction left open
 	}
-	close(p.snd.closing)
+	p.snd.startClosing()
 	p.snd.wake()
 	select {
 	case <-p.snd.done:

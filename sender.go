@@ -53,11 +53,15 @@ type sender struct {
 	// run finishes it (Producer.finishClose) on its way out.
 	finishClose atomic.Bool
 
-	forceCtx    context.Context // cancelled with force, for requests the sender waits on
-	forceCancel context.CancelFunc
-	idemOn      bool        // enable.idempotence in effect
-	idem        idempotence // producer id, epoch; sender-owned
-	txn         txnSender   // transactional.id: the sender's side (transaction_sender.go)
+	forceCtx context.Context // cancelled with force, for requests the sender waits on
+	// closingCtx is cancelled with closing (startClosing), for a request
+	// that a Close with nothing to deliver need not wait for.
+	closingCtx    context.Context
+	closingCancel context.CancelFunc
+	forceCancel   context.CancelFunc
+	idemOn        bool        // enable.idempotence in effect
+	idem          idempotence // producer id, epoch; sender-owned
+	txn           txnSender   // transactional.id: the sender's side (transaction_sender.go)
 
 	rotate    int                 // partition to start draining from, so none starves
 	inflight  int                 // produce requests in flight
@@ -97,18 +101,21 @@ func topicIDs(topics map[string]*cluster.Topic) map[[16]byte]string {
 
 func newSender(p *Producer) *sender {
 	ctx, cancel := context.WithCancel(context.Background())
+	cctx, ccancel := context.WithCancel(context.Background())
 	return &sender{
-		p:           p,
-		forceCtx:    ctx,
-		forceCancel: cancel,
-		idemOn:      p.cfg.Idempotent(),
-		txn:         txnSender{on: p.txn != nil},
-		wakeCh:      make(chan struct{}, 1),
-		closing:     make(chan struct{}),
-		force:       make(chan struct{}),
-		done:        make(chan struct{}),
-		throttled:   map[int32]time.Time{},
-		inFlightB:   map[*batch]struct{}{},
+		p:             p,
+		forceCtx:      ctx,
+		forceCancel:   cancel,
+		closingCtx:    cctx,
+		closingCancel: ccancel,
+		idemOn:        p.cfg.Idempotent(),
+		txn:           txnSender{on: p.txn != nil},
+		wakeCh:        make(chan struct{}, 1),
+		closing:       make(chan struct{}),
+		force:         make(chan struct{}),
+		done:          make(chan struct{}),
+		throttled:     map[int32]time.Time{},
+		inFlightB:     map[*batch]struct{}{},
 	}
 }
 
@@ -117,6 +124,13 @@ func (s *sender) wake() {
 	case s.wakeCh <- struct{}{}:
 	default:
 	}
+}
+
+// startClosing tells the sender that Close has begun: deliver what is
+// buffered, then stop.
+func (s *sender) startClosing() {
+	close(s.closing)
+	s.closingCancel()
 }
 
 func isClosed(ch chan struct{}) bool {
