@@ -97,6 +97,7 @@ type result struct {
 	P99Ms         float64 `json:"p99_ms"`
 	P999Ms        float64 `json:"p999_ms"`
 	ElapsedSec    float64 `json:"elapsed_sec"`
+	rate          float64 // RecordsPerSec unrounded, for the text line's %f
 }
 
 func (s *stats) result(end time.Time) result {
@@ -107,7 +108,8 @@ func (s *stats) result(end time.Time) result {
 	if s.count == 0 || el <= 0 {
 		return r // no NaN: JSON cannot carry it
 	}
-	r.RecordsPerSec = round3(float64(s.count) / el)
+	r.rate = float64(s.count) / el
+	r.RecordsPerSec = round3(r.rate)
 	r.MBPerSec = round3(float64(s.bytes) / el / (1024 * 1024))
 	r.AvgLatencyMs = round3(ms(s.latSum) / float64(s.count))
 	r.MaxLatencyMs = round3(ms(s.latMax))
@@ -128,7 +130,7 @@ func (s *stats) result(end time.Time) result {
 // output keeps microsecond precision).
 func (r result) printTotal(w io.Writer, label string) {
 	fmt.Fprintf(w, "%d%s records sent, %f records/sec (%.2f MB/sec), %.2f ms avg latency, %.2f ms max latency, %d ms 50th, %d ms 95th, %d ms 99th, %d ms 99.9th.\n",
-		r.Records, label, r.RecordsPerSec, r.MBPerSec, r.AvgLatencyMs, r.MaxLatencyMs,
+		r.Records, label, r.rate, r.MBPerSec, r.AvgLatencyMs, r.MaxLatencyMs,
 		int64(r.P50Ms), int64(r.P95Ms), int64(r.P99Ms), int64(r.P999Ms))
 }
 
