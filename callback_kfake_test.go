@@ -617,3 +617,35 @@ func TestCloseFromInterceptorCloseOnSenderGoroutine(t *testing.T) {
 	p.Close(context.Background()) // returns once the sender has finished the close
 	checkNoProducerGoroutines(t, "Close")
 }
+
+// The same from an ordinary Close, which closes the interceptors on its
+// own goroutine last: the interceptor's Close calling Close again must
+// return, not wait for the Close it runs in.
+func TestCloseFromInterceptorCloseInOrdinaryClose(t *testing.T) {
+	c := newFake(t, 1)
+	cfg := testConfig(c)
+	var p *Producer
+	ic := closeFromInterceptorClose{p: &p, done: make(chan error, 1)}
+	cfg.Interceptors = []Interceptor{ic}
+	var err error
+	if p, err = NewProducer(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendSync(context.Background(), &Record{Topic: "t", Value: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close(context.Background()) }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close is stuck: the interceptor's Close called Close, which waited for the Close running it")
+	}
+	if err := <-ic.done; err != nil {
+		t.Errorf("the Close called from the interceptor's Close: %v", err)
+	}
+	checkNoProducerGoroutines(t, "Close")
+}

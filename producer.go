@@ -65,6 +65,10 @@ type Producer struct {
 	closeStarted atomic.Bool
 	closeDone    chan struct{} // closed when Close has finished
 	closeErr     error         // written by the first Close before closeDone is closed
+	// pluginCloser is the goroutine id of the Close closing the
+	// interceptors and the partitioner (0 before): a Close they call
+	// there returns instead of waiting for itself.
+	pluginCloser atomic.Uint64
 
 	clock clock // the send path's clock (clock.go)
 }
@@ -527,7 +531,8 @@ func (p *Producer) refuseInCallback(op, waitsFor string) error {
 // io.Closer, in order (see Interceptor), then on Config.Partitioner if it
 // implements io.Closer; their errors are logged, not returned. Calling
 // Close again waits for the first call to finish and returns the same
-// error.
+// error (called from an interceptor's or the partitioner's Close, it
+// returns that error at once).
 //
 // Called from a callback, Close cannot wait for the goroutine it runs on:
 // as the Java client's close from a callback (close(0)), it closes at
@@ -546,6 +551,10 @@ func (p *Producer) Close(ctx context.Context) error {
 	}
 	if first {
 		p.close(ctx)
+	} else if id := p.pluginCloser.Load(); id != 0 && id == goroutineID() {
+		// From an interceptor's or the partitioner's Close, which the
+		// first Close runs last: waiting would be for itself.
+		return p.closeErr
 	}
 	<-p.closeDone
 	return p.closeErr
@@ -612,6 +621,7 @@ func (p *Producer) finishClose() { p.finishCloseThen(nil) }
 // finishCloseThen is finishClose, calling before (if set) just before it
 // lets other Closes return.
 func (p *Producer) finishCloseThen(before func()) {
+	p.pluginCloser.Store(goroutineID())
 	p.cl.Close()
 	// The sender has ended, so every OnAcknowledgement of a buffered
 	// record has run: the interceptors can let go of their state.
