@@ -481,7 +481,7 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 	defer t.mu.Unlock()
 	switch {
 	case gen == 0 && t.state != txnInTransaction:
-	case errors.As(err, &gateWait) && t.state != txnInTransaction:
+	case errors.As(err, &gateWait) && !gateWait.joined:
 		// Its ctx ended while a commit or abort had taken the
 		// transaction: that came first, and the record never joined.
 		// (While the commit only waited, the transaction was open and
@@ -518,7 +518,10 @@ func (t *txnManager) beginSend(ctx context.Context, topic string) error {
 		}
 	default:
 		if err := t.appendMu.RLock(ctx); err != nil {
-			return &txnGateWaitError{topic: topic, err: err}
+			t.mu.Lock()
+			joined := t.state == txnInTransaction // the commit or abort only waited
+			t.mu.Unlock()
+			return &txnGateWaitError{topic: topic, err: err, joined: joined}
 		}
 	}
 	if _, err := t.checkSend(topic); err != nil {
@@ -530,18 +533,23 @@ func (t *txnManager) beginSend(ctx context.Context, topic string) error {
 
 // txnGateWaitError is a transactional Send's ctx that ended while the
 // Send waited for a CommitTransaction or AbortTransaction to take
-// appendMu and let it go. If the commit or abort has taken the
-// transaction, the record did not join it (it would have been refused)
-// and changes nothing; if it still waits (and may give up, the
+// appendMu and let it go. If the commit or abort had taken the
+// transaction then, the record did not join it (it would have been
+// refused) and changes nothing; if it still waited (and may give up, the
 // transaction staying open), the record failed in the open transaction,
 // which can no longer commit, as for any Send whose ctx ended (sendFailed).
+// Which of the two is decided once, when the wait ends (joined).
 type txnGateWaitError struct {
-	topic string
-	err   error // ctx's
+	topic  string
+	err    error // ctx's
+	joined bool  // the transaction was still open (the commit or abort only waited): the record failed in it
 }
 
 func (e *txnGateWaitError) Error() string {
-	return fmt.Sprintf("the Send's ctx ended while it waited for the CommitTransaction or AbortTransaction under way; the record for %q was not sent: if that call went on, the record is not part of its transaction, so send it in the next one; if it gave up, the transaction can no longer be committed: abort it: %v", e.topic, e.err)
+	if e.joined {
+		return fmt.Sprintf("the Send's ctx ended while it waited for the CommitTransaction or AbortTransaction under way; the record for %q was not sent, in a transaction still open then, which can no longer be committed: abort it: %v", e.topic, e.err)
+	}
+	return fmt.Sprintf("the Send's ctx ended while it waited for the CommitTransaction or AbortTransaction under way, which had taken the transaction; the record for %q was not sent and is not part of it: send it in the next transaction: %v", e.topic, e.err)
 }
 
 func (e *txnGateWaitError) Unwrap() error { return e.err }

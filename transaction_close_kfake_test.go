@@ -507,7 +507,11 @@ func TestTxnSendWaitingForCommitEndsWithItsCtx(t *testing.T) {
 
 	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	p.Send(sctx, &Record{Topic: "t", Value: []byte("b")}, nil) // no callback: nobody but the commit would learn of it
+	var sendErr error
+	p.Send(sctx, &Record{Topic: "t", Value: []byte("b")}, func(_ *Record, err error) { sendErr = err })
+	if !errors.Is(sendErr, context.DeadlineExceeded) || !strings.Contains(sendErr.Error(), "can no longer be committed: abort it") {
+		t.Errorf("the Send that gave up: %v, want its deadline, saying the transaction can no longer be committed", sendErr)
+	}
 	p.txn.appendMu.RUnlock()
 	if err := <-commitErr; !errors.Is(err, ErrTransactionAbortable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the commit, after a Send of its transaction gave up waiting for it: %v, want ErrTransactionAbortable naming the Send's deadline", err)
@@ -525,7 +529,7 @@ func TestTxnSendWaitingForCommitEndsWithItsCtx(t *testing.T) {
 	p.txn.mu.Lock()
 	p.txn.state = txnCommitting // as CommitTransaction sets it under the append lock
 	p.txn.mu.Unlock()
-	p.txn.sendFailed(&Record{Topic: "t"}, gen, &txnGateWaitError{topic: "t", err: context.DeadlineExceeded}, true)
+	p.txn.sendFailed(&Record{Topic: "t"}, gen, &txnGateWaitError{topic: "t", err: context.DeadlineExceeded, joined: false}, true)
 	p.txn.mu.Lock()
 	state := p.txn.state
 	p.txn.state = txnInTransaction

@@ -160,7 +160,3 @@ func TestProduceSlowFirstMetadataFailsOneLine(t *testing.T) {
 		t.Errorf("a reachable cluster with the topic: lines after the first were dropped:\n%s", stderr)
 	}
 }
-
-// Same for max.block.ms=0, a value Java accepts (non-blocking send): Java's
-// ProducerPerformance fails the records sent before the first metadata and
-// goes on; kprod perf stops the run after the first record.
