@@ -301,11 +301,12 @@ func (p *Producer) send(ctx context.Context, r *Record, cb func(*Record, error))
 		p.sendMu.RLock()
 		defer p.sendMu.RUnlock()
 	}
-	return gen, p.buffer(ctx, r, cb)
+	return gen, p.buffer(ctx, r, cb, gen)
 }
 
-// buffer is Send's work: metadata, partition, append.
-func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error)) error {
+// buffer is Send's work: metadata, partition, append. gen is the
+// transaction the record was sent in (0 if not transactional).
+func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error), gen uint64) error {
 	if p.closed.Load() {
 		return &sendClosedError{topic: r.Topic}
 	}
@@ -375,7 +376,7 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 	}
 	var res appendResult
 	if p.txn != nil {
-		if err = p.txn.beginSend(ctx, r.Topic); err != nil {
+		if err = p.txn.beginSend(ctx, r.Topic, gen); err != nil {
 			if stamp {
 				r.Timestamp = time.Time{}
 			}

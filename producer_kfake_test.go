@@ -784,6 +784,25 @@ func metadataAsked(c *kfake.Cluster, topic string) <-chan struct{} {
 	return asked
 }
 
+// createTopic creates topic on c, with partitions partitions, as an
+// admin would while the producer runs.
+func createTopic(t *testing.T, ctx context.Context, c *kfake.Cluster, topic string, partitions int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreateTopics %s: %v %+v", topic, err, resp)
+	}
+}
+
 // Close must not wait max.block.ms for a Send that waits for metadata.
 func TestCloseEndsMetadataWait(t *testing.T) {
 	c := newFake(t, 1)

@@ -445,8 +445,8 @@ func (t *txnManager) checkSend(topic string) (gen uint64, err error) {
 // one whose transaction gen ended before it failed (it waited for
 // metadata while the transaction was committed): it never joined that
 // transaction, and the next one is not its business; nor does one whose
-// ctx ended while it waited for a commit or abort (txnGateWaitError) that
-// had taken the transaction by then. Gen 0 is a record
+// ctx ended while it waited at appendMu (txnGateWaitError), which
+// beginSend settled when the wait ended. Gen 0 is a record
 // refused before it was checked against the transaction (no topic, its
 // serializer failed): it belongs to the transaction open at the time,
 // if one is, and not to one being committed, which a valid record sent
@@ -476,16 +476,13 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 		topic = fmt.Sprintf("%q", r.Topic)
 	}
 	aerr := abortableErr("Send", fmt.Errorf("a record for %s failed before it was buffered: %w", topic, err))
-	var gateWait *txnGateWaitError
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
 	case gen == 0 && t.state != txnInTransaction:
-	case errors.As(err, &gateWait) && !gateWait.joined:
-		// Its ctx ended while a commit or abort had taken the
-		// transaction: that came first, and the record never joined.
-		// (While the commit only waited, the transaction was open and
-		// the record one of it, as after it if the commit gives up.)
+	case errors.As(err, new(*txnGateWaitError)):
+		// beginSend decided it when the wait ended, and failed the
+		// transaction then if the record had joined it.
 	case t.state == txnCommitting && t.endSent:
 		// EndTxn(commit) is out: the coordinator decides the outcome,
 		// which a CommitTransaction called again must learn. Making
@@ -500,7 +497,8 @@ func (t *txnManager) sendFailed(r *Record, gen uint64, err error, silent bool) {
 // holds appendMu for reading, which Send releases after the append, so
 // that a commit or abort waits for the append. While a commit or abort
 // holds appendMu or waits for it, the Send waits too, until ctx ends.
-func (t *txnManager) beginSend(ctx context.Context, topic string) error {
+// gen is the transaction the record was sent in (checkSend).
+func (t *txnManager) beginSend(ctx context.Context, topic string, gen uint64) error {
 	switch {
 	case t.appendMu.TryRLock():
 	case t.p.snd.onGoroutine(): // (only when a commit or abort is under way)
@@ -518,10 +516,7 @@ func (t *txnManager) beginSend(ctx context.Context, topic string) error {
 		}
 	default:
 		if err := t.appendMu.RLock(ctx); err != nil {
-			t.mu.Lock()
-			joined := t.state == txnInTransaction // the commit or abort only waited
-			t.mu.Unlock()
-			return &txnGateWaitError{topic: topic, err: err, joined: joined}
+			return t.gateWaitEnded(topic, gen, err)
 		}
 	}
 	if _, err := t.checkSend(topic); err != nil {
@@ -531,25 +526,61 @@ func (t *txnManager) beginSend(ctx context.Context, topic string) error {
 	return nil
 }
 
-// txnGateWaitError is a transactional Send's ctx that ended while the
-// Send waited for a CommitTransaction or AbortTransaction to take
-// appendMu and let it go. If the commit or abort had taken the
-// transaction then, the record did not join it (it would have been
-// refused) and changes nothing; if it still waited (and may give up, the
-// transaction staying open), the record failed in the open transaction,
-// which can no longer commit, as for any Send whose ctx ended (sendFailed).
-// Which of the two is decided once, when the wait ends (joined).
-type txnGateWaitError struct {
-	topic  string
-	err    error // ctx's
-	joined bool  // the transaction was still open (the commit or abort only waited): the record failed in it
+// gateWaitEnded is beginSend's ctx ending while it waited at appendMu.
+// What the record was to the transaction is decided here, under one
+// hold of mu: if the transaction it was sent in (gen) is still open, a
+// commit or abort only waited (and may give up, the transaction staying
+// open), and the record failed in it, which can no longer commit, as for
+// any Send whose ctx ended (sendFailed). Otherwise a commit or abort had
+// taken that transaction, or ended it, and the record changes nothing.
+func (t *txnManager) gateWaitEnded(topic string, gen uint64, err error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	werr := &txnGateWaitError{topic: topic, err: err}
+	switch {
+	case t.gen.Load() != gen:
+		werr.why = gateWaitEnded
+	case t.state == txnInTransaction:
+		werr.why = gateWaitJoined
+		t.failLocked(abortableErr("Send", fmt.Errorf("a record for %q failed before it was buffered: %w", topic, werr)))
+	default:
+		werr.why = gateWaitTaken
+	}
+	return werr
 }
 
+// txnGateWaitError is a transactional Send's ctx that ended while the
+// Send waited for a CommitTransaction or AbortTransaction to take
+// appendMu and let it go; why says what the record was to the
+// transaction it was sent in (gateWaitEnded decides it once).
+type txnGateWaitError struct {
+	topic string
+	err   error // ctx's
+	why   gateWait
+}
+
+type gateWait uint8
+
+const (
+	// The transaction was still open (the commit or abort only
+	// waited): the record failed in it, which can no longer commit.
+	gateWaitJoined gateWait = iota
+	// The commit or abort had taken the transaction: the record is
+	// not part of it.
+	gateWaitTaken
+	// The transaction the record was sent in had ended (and another
+	// may have begun): the record is part of neither.
+	gateWaitEnded
+)
+
 func (e *txnGateWaitError) Error() string {
-	if e.joined {
+	switch e.why {
+	case gateWaitJoined:
 		return fmt.Sprintf("the Send's ctx ended while it waited for the CommitTransaction or AbortTransaction under way; the record for %q was not sent, in a transaction still open then, which can no longer be committed: abort it: %v", e.topic, e.err)
+	case gateWaitTaken:
+		return fmt.Sprintf("the Send's ctx ended while it waited for the CommitTransaction or AbortTransaction under way, which had taken the transaction; the record for %q was not sent and is not part of it: send it in the next transaction: %v", e.topic, e.err)
 	}
-	return fmt.Sprintf("the Send's ctx ended while it waited for the CommitTransaction or AbortTransaction under way, which had taken the transaction; the record for %q was not sent and is not part of it: send it in the next transaction: %v", e.topic, e.err)
+	return fmt.Sprintf("the Send's ctx ended while it waited for the CommitTransaction or AbortTransaction under way; the transaction the record for %q was sent in had ended by then, and the record was not sent and is not part of any transaction: send it in the next one: %v", e.topic, e.err)
 }
 
 func (e *txnGateWaitError) Unwrap() error { return e.err }

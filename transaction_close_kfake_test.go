@@ -521,20 +521,90 @@ func TestTxnSendWaitingForCommitEndsWithItsCtx(t *testing.T) {
 	}
 
 	// A commit that has taken the transaction came first: a Send giving
-	// up behind it never joined, and leaves the commit alone.
+	// up behind it never joined, and leaves the commit alone; so does one
+	// sent in a transaction that has ended since (another one open now).
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
 	gen := p.txn.gen.Load()
-	p.txn.mu.Lock()
-	p.txn.state = txnCommitting // as CommitTransaction sets it under the append lock
-	p.txn.mu.Unlock()
-	p.txn.sendFailed(&Record{Topic: "t"}, gen, &txnGateWaitError{topic: "t", err: context.DeadlineExceeded, joined: false}, true)
-	p.txn.mu.Lock()
-	state := p.txn.state
-	p.txn.state = txnInTransaction
-	p.txn.mu.Unlock()
-	if state != txnCommitting {
-		t.Errorf("a Send that gave up behind a commit that had taken the transaction: the state became %s", state)
+	for _, tc := range []struct {
+		name  string
+		state txnState
+		gen   uint64
+		want  gateWait
+		says  string
+	}{
+		{"behind a commit that had taken the transaction", txnCommitting, gen, gateWaitTaken, "had taken the transaction"},
+		{"sent in a transaction that has ended", txnInTransaction, gen - 1, gateWaitEnded, "had ended by then"},
+	} {
+		p.txn.mu.Lock()
+		p.txn.state = tc.state // as CommitTransaction sets it under the append lock
+		p.txn.mu.Unlock()
+		err := p.txn.gateWaitEnded("t", tc.gen, context.DeadlineExceeded)
+		p.txn.sendFailed(&Record{Topic: "t"}, tc.gen, err, true)
+		p.txn.mu.Lock()
+		state := p.txn.state
+		p.txn.state = txnInTransaction
+		p.txn.mu.Unlock()
+		var werr *txnGateWaitError
+		if !errors.As(err, &werr) || werr.why != tc.want || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("a Send that gave up %s: %v, want it to say it %s", tc.name, err, tc.says)
+		}
+		if state != tc.state {
+			t.Errorf("a Send that gave up %s: the state became %s", tc.name, state)
+		}
+	}
+}
+
+// A Send of transaction 1 waits for a new topic's metadata while
+// transaction 1 commits and transaction 2 begins; it then waits at the
+// append lock behind transaction 2's commit, and its ctx ends there. Its
+// record was part of neither transaction: its error says so, and
+// transaction 2 commits.
+func TestTxnSendFromAnEndedTransactionWaitingForCommit(t *testing.T) {
+	c := newFake(t, 2)
+	cfg := testConfig(c)
+	cfg.AllowAutoCreateTopics = false
+	p := beginTxn(t, c, cfg, "gate-wait-ended", false)
+	ctx := ctxT(t, 30*time.Second)
+
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	asked := metadataAsked(c, "new")
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	sendErr := make(chan error, 1)
+	go p.Send(sctx, &Record{Topic: "new", Value: []byte("late")}, func(_ *Record, err error) { sendErr <- err })
+	<-asked // past the state check of transaction 1, waiting for metadata
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.txn.appendMu.RLock(ctx); err != nil { // as a Send of transaction 2 waiting for memory holds it
+		t.Fatal(err)
+	}
+	commitErr := make(chan error, 1)
+	go func() { commitErr <- p.CommitTransaction(ctx) }()
+	waitUntil(t, "the commit to wait for the append lock", func() bool { return gateWaiting(&p.txn.appendMu) == 1 })
+
+	// The topic appears: the first Send goes on, to wait at the lock.
+	createTopic(t, ctx, c, "new", 1)
+	waitUntil(t, "the first Send to wait at the append lock", func() bool { return gateReadersWaiting(&p.txn.appendMu) == 1 })
+	scancel()
+	serr := <-sendErr
+	var werr *txnGateWaitError
+	if !errors.Is(serr, context.Canceled) || !errors.As(serr, &werr) || werr.why != gateWaitEnded || !strings.Contains(serr.Error(), "not part of any transaction") {
+		t.Errorf("the Send of transaction 1 that gave up behind transaction 2's commit: %v, want ctx's error saying the record is part of no transaction", serr)
+	}
+	p.txn.appendMu.RUnlock()
+	if err := <-commitErr; err != nil {
+		t.Errorf("transaction 2's commit: %v, want nil: the Send that gave up was not part of it", err)
 	}
 }

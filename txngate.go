@@ -17,6 +17,7 @@ type appendGate struct {
 	readers int           // guarded by mu
 	writer  bool          // a writer holds the gate; guarded by mu
 	waiting int           // writers waiting for it; guarded by mu
+	rwait   int           // readers waiting in RLock (tests read it); guarded by mu
 	changed chan struct{} // closed (and replaced) when the three above change so that a waiter may go on; guarded by mu
 }
 
@@ -68,11 +69,16 @@ func (g *appendGate) RLock(ctx context.Context) error {
 	g.mu.Lock()
 	for g.writer || g.waiting > 0 {
 		ch := g.waitLocked()
+		g.rwait++
 		g.mu.Unlock()
 		select {
 		case <-ch:
 			g.mu.Lock()
+			g.rwait--
 		case <-ctx.Done():
+			g.mu.Lock()
+			g.rwait--
+			g.mu.Unlock()
 			return ctx.Err()
 		}
 	}

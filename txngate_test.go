@@ -78,3 +78,10 @@ func gateWaiting(g *appendGate) int {
 	defer g.mu.Unlock()
 	return g.waiting
 }
+
+// gateReadersWaiting is how many readers wait for g.
+func gateReadersWaiting(g *appendGate) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.rwait
+}
