@@ -28,7 +28,8 @@ var (
 	// ErrUnknownTopic: the topic did not appear within max.block.ms.
 	ErrUnknownTopic = kerr.ErrUnknownTopic
 	// ErrUnknownPartition: the record names a partition that does not
-	// exist (within max.block.ms).
+	// exist (within max.block.ms: then it wraps ErrMetadataTimeout too,
+	// and kerr.IsRetriable says so), or a Partitioner picked one.
 	ErrUnknownPartition = kerr.ErrUnknownPartition
 	// ErrInvalidRecord: the record is malformed (e.g. empty topic).
 	ErrInvalidRecord = kerr.ErrInvalidRecord

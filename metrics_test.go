@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kprod/kprod/kerr"
 	fkerr "github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -320,6 +321,8 @@ func TestMetricsBufferPoolWaitRatio(t *testing.T) {
 	}
 	if err := p.SendSync(ctx, &Record{Topic: "t", Value: make([]byte, 15<<10)}); !errors.Is(err, ErrBufferFull) {
 		t.Fatalf("Send with buffer.memory in use: %v, want ErrBufferFull after max.block.ms", err)
+	} else if !kerr.IsRetriable(err) {
+		t.Errorf("IsRetriable(%v) = false: sent again once memory is free it may go (Java's BufferExhaustedException is retriable)", err)
 	}
 	m := p.Metrics()
 	if m.BufferPoolWaitTimeNs < int64(300*time.Millisecond) {

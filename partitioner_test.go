@@ -14,6 +14,7 @@ import (
 	"github.com/kprod/kprod/internal/cluster"
 	"github.com/kprod/kprod/internal/murmur"
 	"github.com/kprod/kprod/internal/recbatch"
+	"github.com/kprod/kprod/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -379,6 +380,9 @@ func TestUserPartitionerBadResults(t *testing.T) {
 		err := p.SendSync(context.Background(), r)
 		if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 			t.Errorf("%s: got %v, want %v", tt.value, err, tt.want)
+		}
+		if kerr.IsRetriable(err) {
+			t.Errorf("%s: IsRetriable(%v): the partitioner picks the same again", tt.value, err)
 		}
 		if tt.want == nil && r.Partition != 2 {
 			t.Errorf("%s: partition %d, want 2", tt.value, r.Partition)

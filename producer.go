@@ -473,8 +473,8 @@ func (p *Producer) waitMetadata(callerCtx context.Context, r *Record, start time
 			if eerr := ended(); eerr != nil {
 				return nil, eerr
 			}
-			return nil, fmt.Errorf("%w: %q has %d partitions, the record asks for partition %d (waited max.block.ms %v for more)",
-				kerr.ErrUnknownPartition, r.Topic, len(mt.Partitions), r.Partition, p.cfg.MaxBlock)
+			return nil, fmt.Errorf("%w: %q has %d partitions, the record asks for partition %d (%w: waited %v for more)",
+				kerr.ErrUnknownPartition, r.Topic, len(mt.Partitions), r.Partition, kerr.ErrMetadataTimeout, p.cfg.MaxBlock)
 		}
 	}
 }

@@ -744,8 +744,11 @@ func TestUnknownPartition(t *testing.T) {
 	cfg.MaxBlock = 300 * time.Millisecond
 	p := newTestProducer(t, cfg)
 	err := p.SendSync(context.Background(), (&Record{Topic: "t", Value: []byte("x")}).ToPartition(7))
-	if !errors.Is(err, ErrUnknownPartition) {
-		t.Fatalf("got %v, want ErrUnknownPartition", err)
+	if !errors.Is(err, ErrUnknownPartition) || !errors.Is(err, ErrMetadataTimeout) {
+		t.Fatalf("got %v, want ErrUnknownPartition after max.block.ms (ErrMetadataTimeout)", err)
+	}
+	if !kerr.IsRetriable(err) {
+		t.Errorf("IsRetriable(%v) = false: the topic may grow (Java's TimeoutException for it is retriable)", err)
 	}
 }
 

@@ -56,7 +56,10 @@ var (
 	ErrUnknownTopic = errors.New("kprod: unknown topic")
 
 	// ErrUnknownPartition: the record names a partition the topic does not
-	// have.
+	// have. When the topic did not grow to it within max.block.ms, the
+	// error wraps ErrMetadataTimeout too and is retriable, as Java's
+	// TimeoutException for it; a partition a Partitioner picked out of
+	// range is not.
 	ErrUnknownPartition = errors.New("kprod: unknown partition")
 
 	// ErrSerialization: a key or value serializer failed (Java's
@@ -131,13 +134,14 @@ var (
 
 // retriableSentinels are client-side errors after which sending the same
 // again may succeed.
-var retriableSentinels = []error{ErrRequestTimeout, ErrConnectionLost, ErrDial, ErrTooManyInFlight, ErrMetadataTimeout, ErrBatchRejected, ErrDeliveryTimeout}
+var retriableSentinels = []error{ErrRequestTimeout, ErrConnectionLost, ErrDial, ErrTooManyInFlight, ErrMetadataTimeout, ErrBatchRejected, ErrDeliveryTimeout, ErrBufferFull}
 
 // IsRetriable reports whether sending again may succeed after err: a
 // retriable broker error, or a retriable client-side error (lost
 // connection, request or delivery timeout, metadata not found in time,
-// a batch refused for another record, ...), as Java's RetriableException
-// does. It does not say whether the producer already retried: a record
+// no buffer memory in time, a batch refused for another record, ...), as
+// Java's RetriableException does (its BufferExhaustedException and
+// waitOnMetadata's TimeoutException are ones). It does not say whether the producer already retried: a record
 // whose callback has an error is done with, and sending it again is the
 // application's choice. An authentication failure (ErrAuthentication)
 // never is retriable, whatever else it wraps.

@@ -102,7 +102,9 @@ func stopsTheRun(err error, lastAck *progress, maxBlock time.Duration) bool {
 		// reached: an answer slower than a short max.block.ms (or
 		// max.block.ms=0) fails that record only, as in Java; a
 		// cluster that stays silent stops the run as a full buffer does.
-		errors.Is(err, kerr.ErrMetadataTimeout) && !errors.Is(err, kerr.ErrDial) {
+		// (A partition that never appeared says ErrMetadataTimeout too;
+		// every record of "produce --partition" names it: it stops.)
+		errors.Is(err, kerr.ErrMetadataTimeout) && !errors.Is(err, kerr.ErrDial) && !errors.Is(err, kerr.ErrUnknownPartition) {
 		return !lastAck.within(max(maxBlock, stallAfter))
 	}
 	return errors.Is(err, kerr.ErrUnknownTopic) || errors.Is(err, kerr.ErrMetadataTimeout) ||

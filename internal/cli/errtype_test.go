@@ -133,6 +133,7 @@ func TestStopsTheRun(t *testing.T) {
 		{"metadata timeout, acknowledged just now", fmt.Errorf("%w: t", kerr.ErrMetadataTimeout), &recent, 20 * time.Millisecond, false},
 		{"metadata timeout, nothing acknowledged yet", fmt.Errorf("%w: t", kerr.ErrMetadataTimeout), &never, time.Second, true},
 		{"metadata timeout, last acknowledged a minute ago", fmt.Errorf("%w: t", kerr.ErrMetadataTimeout), &old, 20 * time.Millisecond, true},
+		{"partition never appeared, acknowledged just now", fmt.Errorf("%w: t has 2 partitions (%w)", kerr.ErrUnknownPartition, kerr.ErrMetadataTimeout), &recent, 20 * time.Millisecond, true},
 		{"too large", fmt.Errorf("x: %w", kerr.ErrRecordTooLarge), &never, time.Second, false},
 		{"credentials refused", fmt.Errorf("x: %w", kerr.ErrAuthentication), &recent, time.Second, true},
 		{"certificate refused", fmt.Errorf("x: %w", kerr.ErrTLS), &recent, time.Second, true},
