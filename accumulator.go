@@ -363,6 +363,10 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		}
 		return appendResult{lastFull: full, appended: grown}, nil
 	}
+	// The last batch, if any, refused the record and is closed
+	// (tryAppendLocked): it can go now, while this append may wait for
+	// memory or leave for another partition.
+	a.wake()
 	// recSize is exact for a batch's first record (header included), so
 	// a batch of one record larger than batch.size is full at once.
 	limit := max(a.batchSize, recSize)
@@ -591,6 +595,13 @@ func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Re
 	}
 	before := b.bld.Size()
 	if !b.bld.TryAppend(ts, r.Key, r.Value, r.Headers, b.limit) {
+		// Closed for appends, as Java's tryAppend closes a batch that
+		// refused a record: it is sendable now, and the sticky
+		// partitioner's allBatchesFull sees it full, so the switch
+		// comes at this batch boundary rather than after one more
+		// batch of a record or two (stickySwitchDueLocked). Whoever
+		// called sees ok false and wakes the sender.
+		b.full = true
 		if a.compressed && b.limit == a.batchSize {
 			// Full: it sizes the partition's next buffer (newBatchSize),
 			// which is taken now, before the sender seals this one.

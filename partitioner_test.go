@@ -251,17 +251,20 @@ func TestStickySwitchOnceItsBatchWasSent(t *testing.T) {
 	}
 }
 
-// TestStickySwitchAtTwiceBatchSize: when the partition's last batch still
-// takes records, Java keeps the sticky partition until 2 × batch.size
-// bytes were produced to it.
-func TestStickySwitchAtTwiceBatchSize(t *testing.T) {
+// TestStickySwitchAtBatchBoundary: a batch that refuses a record is
+// closed, as Java's tryAppend closes it, so that once batch.size bytes
+// went to the partition the switch comes at the batch boundary, before a
+// new batch of one record or two is opened there.
+func TestStickySwitchAtBatchBoundary(t *testing.T) {
 	// 101-byte records, batch.size 1000: a batch holds 9 (61 + 909).
 	// Java counts a batch's header with its first record: 970 bytes
-	// after 9 records; the 10th opens a second batch (1132 bytes), not
-	// full, so no switch; the 19th opens a third: 2102 bytes, switch.
+	// after 9 records; the 10th closes the first batch and opens a
+	// second (1132 bytes), no switch yet (970 < batch.size when it
+	// closed); the 19th closes the second, with 1940 bytes produced:
+	// switch, and the 19th goes to the next partition.
 	vlen := valueLenFor(t, 101)
 	got := stickyProbe(t, 1000, vlen, 45)
-	if want := []int{19, 38}; !slices.Equal(got, want) {
+	if want := []int{18, 36}; !slices.Equal(got, want) {
 		t.Fatalf("switched after records %v, want %v", got, want)
 	}
 }
