@@ -469,7 +469,12 @@ func (p *Producer) waitMetadata(callerCtx context.Context, r *Record, start time
 			return mt, nil
 		}
 		// The topic may have just grown: ask again until max.block.ms.
-		if err := p.cl.Refresh(ctx); err != nil && ctx.Err() != nil {
+		err = p.cl.Refresh(ctx)
+		if err != nil && ctx.Err() == nil && cluster.EndsWait(err) {
+			// As WaitTopic: refused credentials, say, fail at once.
+			return nil, fmt.Errorf("waiting for partition %d of %q: %w", r.Partition, r.Topic, err)
+		}
+		if err != nil && ctx.Err() != nil {
 			if eerr := ended(); eerr != nil {
 				return nil, eerr
 			}

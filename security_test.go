@@ -7,16 +7,21 @@ import (
 	"encoding/pem"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/kprod/kprod/internal/sasl"
 	"github.com/kprod/kprod/internal/testpki"
+	"github.com/kprod/kprod/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // securityProperty: the TLS and SASL properties, which Validate checks
@@ -471,4 +476,61 @@ func TestSecurityJAASErrorsHideBareSecret(t *testing.T) {
 	// A known module that is wrong for the mechanism is still named.
 	_, err := ConfigFromProperties(sasl("OAUTHBEARER", jaasPlain))
 	wantConfigError(t, err, "sasl.jaas.config", "not org.apache.kafka.common.security.plain.PlainLoginModule")
+}
+
+// Once the brokers refuse the producer's credentials, a Send for a
+// partition the topic does not have yet fails at once with
+// ErrAuthentication, as one for a topic not yet known does, rather than
+// wait max.block.ms and report ErrUnknownPartition (Java's
+// waitOnMetadata rethrows the AuthenticationException either way).
+func TestSecurityRefusedCredentialsEndPartitionWait(t *testing.T) {
+	c := newFake(t, 3, kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "pw"))
+	var mu sync.Mutex
+	var conns []net.Conn
+	cfg := testConfig(c)
+	cfg.SecurityProtocol = SecuritySASLPlaintext
+	cfg.SASLMechanism = SASLPlain
+	cfg.SASLUsername, cfg.SASLPassword = "admin", "pw"
+	cfg.MaxBlock = 20 * time.Second
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+		return conn, err
+	}
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 30*time.Second)
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	// The credentials are revoked, and every connection drops.
+	c.ControlKey(int16(kmsg.SASLAuthenticate), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		resp := kreq.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("Authentication failed: Invalid username or password")
+		return resp, nil, true
+	})
+	mu.Lock()
+	for _, conn := range conns {
+		conn.Close()
+	}
+	mu.Unlock()
+
+	for _, r := range []*Record{
+		{Topic: "other", Value: []byte("v")},
+		(&Record{Topic: "t", Value: []byte("v")}).ToPartition(7),
+	} {
+		start := time.Now()
+		err := p.SendSync(ctx, r)
+		if !errors.Is(err, ErrAuthentication) || !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Errorf("%s[%d] after the credentials were refused: %v, want ErrAuthentication", r.Topic, r.Partition, err)
+		}
+		if took := time.Since(start); took >= cfg.MaxBlock {
+			t.Errorf("%s[%d]: failed after %v, max.block.ms; want at once", r.Topic, r.Partition, took)
+		}
+	}
 }

@@ -325,16 +325,21 @@ func (c *Client) WaitTopic(ctx context.Context, name string) (*Topic, error) {
 			if errors.Is(err, kerr.ErrClosed) {
 				return nil, err
 			}
-			if securityFailure(err) || errors.Is(err, kerr.ErrUnsupportedVersion) {
-				// Waiting out max.block.ms would only hide it behind
-				// a timeout: the Java producer fails at once too (an
-				// unsupported Metadata version is fatal to its
-				// metadata).
+			if EndsWait(err) {
 				return nil, fmt.Errorf("topic %q: %w", name, err)
 			}
 			lastErr = err
 		}
 	}
+}
+
+// EndsWait reports a failed refresh that a wait for metadata returns at
+// once rather than wait out max.block.ms, which would only hide it
+// behind a timeout: a security failure (securityFailure), or a Metadata
+// version the brokers do not support. The Java producer fails at once
+// too (both are fatal to its metadata).
+func EndsWait(err error) bool {
+	return securityFailure(err) || errors.Is(err, kerr.ErrUnsupportedVersion)
 }
 
 // securityFailure reports an error that no retry fixes: the brokers
