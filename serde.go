@@ -214,7 +214,8 @@ func (tp *TypedProducer[K, V]) Send(ctx context.Context, r *TypedRecord[K, V], c
 		cb = func(*TypedRecord[K, V], error) {}
 	}
 	if r == nil {
-		tp.p.Send(ctx, nil, func(_ *Record, err error) { cb(nil, err) })
+		// silent as given: the wrapper is no caller that hears of it.
+		tp.p.sendWith(ctx, nil, func(_ *Record, err error) { cb(nil, err) }, silent)
 		return
 	}
 	rec := &Record{Topic: r.Topic, Headers: r.Headers, Timestamp: r.Timestamp, Partition: r.Partition, PartitionSet: r.PartitionSet}

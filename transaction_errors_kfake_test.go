@@ -588,6 +588,10 @@ func TestTxnSilentInvalidRecordMakesAbortable(t *testing.T) {
 			tp := NewTypedProducer(p, BytesSerializer{}, JSONSerializer[float64]{})
 			tp.Send(context.Background(), &TypedRecord[[]byte, float64]{Topic: "t", Value: math.NaN()}, nil)
 		}},
+		{"nil record", func(p *Producer) { p.Send(context.Background(), nil, nil) }},
+		{"nil typed record", func(p *Producer) {
+			NewTypedProducer(p, BytesSerializer{}, BytesSerializer{}).Send(context.Background(), nil, nil)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := beginTxn(t, c, testConfig(c), "silent-"+strings.ReplaceAll(tc.name, " ", "-"), false)
