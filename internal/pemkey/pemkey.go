@@ -103,11 +103,11 @@ func Certificates(blocks []Block) ([]*x509.Certificate, error) {
 // ErrNoPassword: the key is encrypted and no password was given.
 var ErrNoPassword = errors.New("the private key is encrypted: give its password in ssl.key.password")
 
-// ErrNotEncrypted: a password was given for a key that is not encrypted
-// (Kafka refuses that too).
 // ErrWrongPassword: the password does not decrypt the private key.
 var ErrWrongPassword = errors.New("cannot decrypt the private key: is ssl.key.password the key's password?")
 
+// ErrNotEncrypted: a password was given for a key that is not encrypted
+// (Kafka refuses that too).
 var ErrNotEncrypted = errors.New("ssl.key.password is set but the private key is not encrypted: remove ssl.key.password, or encrypt the key (openssl pkcs8 -topk8 -v2 aes-256-cbc)")
 
 // PrivateKey returns the one private key among blocks, decrypting it with
@@ -167,7 +167,7 @@ func parseKey(b Block, password string) (crypto.PrivateKey, error) {
 
 func checkKey[K any](k K, err error) (crypto.PrivateKey, error) {
 	if err != nil {
-		return nil, fmt.Errorf("cannot parse the private key: %w", err)
+		return nil, fmt.Errorf("cannot parse the private key (kprod reads RSA, ECDSA and Ed25519 keys): %w", err)
 	}
 	switch any(k).(type) {
 	case *rsa.PrivateKey, *ecdsa.PrivateKey, ed25519.PrivateKey:
@@ -194,6 +194,13 @@ var (
 type encryptedPrivateKeyInfo struct {
 	Algo pkix.AlgorithmIdentifier
 	Data []byte
+}
+
+// privateKeyInfo is RFC 5208's, without its optional attributes.
+type privateKeyInfo struct {
+	Version    int
+	Algo       pkix.AlgorithmIdentifier
+	PrivateKey []byte
 }
 
 type pbes2Params struct {
@@ -295,7 +302,10 @@ func decryptPKCS8(der []byte, password string) ([]byte, error) {
 		}
 	}
 	out = out[:len(out)-pad]
-	if _, err := x509.ParsePKCS8PrivateKey(out); err != nil {
+	// A PrivateKeyInfo that x509 cannot read (a DSA or Ed448 key, say)
+	// was decrypted with the right password: parseKey says what it is.
+	var pki privateKeyInfo
+	if rest, err := asn1.Unmarshal(out, &pki); err != nil || len(rest) != 0 {
 		return nil, wrong
 	}
 	return out, nil

@@ -115,3 +115,29 @@ func TestPlainKeys(t *testing.T) {
 		t.Error("no key: no error")
 	}
 }
+
+// TestEncryptedUnsupportedKey: a key the password decrypts but kprod
+// cannot use (Ed448) is reported as such, not as a wrong password.
+func TestEncryptedUnsupportedKey(t *testing.T) {
+	testpki.NeedOpenSSL(t)
+	dir := t.TempDir()
+	plain, enc := filepath.Join(dir, "ed448.pem"), filepath.Join(dir, "ed448-enc.pem")
+	if b, err := exec.Command("openssl", "genpkey", "-algorithm", "ed448", "-out", plain).CombinedOutput(); err != nil {
+		t.Fatalf("openssl genpkey ed448: %v: %s", err, b)
+	}
+	if b, err := exec.Command("openssl", "pkcs8", "-topk8", "-in", plain, "-out", enc, "-passout", "pass:secret", "-v2", "aes-256-cbc").CombinedOutput(); err != nil {
+		t.Fatalf("openssl pkcs8: %v: %s", err, b)
+	}
+	text, _ := os.ReadFile(enc)
+	blocks, err := Parse(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = PrivateKey(blocks, "secret")
+	if err == nil || errors.Is(err, ErrWrongPassword) || !strings.Contains(err.Error(), "RSA, ECDSA and Ed25519") {
+		t.Errorf("Ed448 key with its password: %v, want a cannot-parse error naming the key types kprod reads", err)
+	}
+	if _, err := PrivateKey(blocks, "wrong"); !errors.Is(err, ErrWrongPassword) {
+		t.Errorf("Ed448 key with a wrong password: %v, want ErrWrongPassword", err)
+	}
+}
