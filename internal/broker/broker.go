@@ -279,6 +279,7 @@ func (b *Broker) startDialLocked() {
 			// Closed or retired while dialing: say so, not what the
 			// cancelled dial ran into.
 			if err == nil {
+				c.quiet.Store(true) // as in close: no OnDisconnect
 				c.closeWith(b.closeErr)
 			}
 			c, err = nil, b.closeErr
