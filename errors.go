@@ -11,7 +11,9 @@ var (
 	// closed while it waited for memory or metadata.
 	ErrClosed = kerr.ErrClosed
 	// ErrInvalidConfig: a bad configuration value; the message names the
-	// Java property and what is allowed. errors.As gives a *ConfigError.
+	// Java property and what is allowed. errors.As gives a *ConfigError
+	// for every bad name or value (not for a properties file that cannot
+	// be read, or a malformed escape in a property's name).
 	ErrInvalidConfig = kerr.ErrInvalidConfig
 	// ErrRecordTooLarge: the record is larger than max.request.size or
 	// buffer.memory, or than the topic's max.message.bytes (the broker's
@@ -38,7 +40,8 @@ var (
 	// *SerializationError.
 	ErrSerialization = kerr.ErrSerialization
 	// ErrAborted: the record was still buffered or in flight when Close's
-	// context ended; it may or may not have been written.
+	// context ended, or when Close was called from a callback (which
+	// cannot wait for deliveries); it may or may not have been written.
 	ErrAborted = kerr.ErrAborted
 	// ErrBatchRejected: the record was valid, but the broker refused its
 	// batch for another record of it (whose callback gets the broker's

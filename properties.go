@@ -415,10 +415,11 @@ func parseProperties(text string) (map[string]string, error) {
 		}
 		v, err := unescape(value)
 		if err != nil {
-			if !isSecret(k) && !looksSecret(k) {
-				return nil, fmt.Errorf("%w: line %d: property %s: %w; found %s", kerr.ErrInvalidConfig, start, k, err, err.text)
+			shown, found := string(value), "; found "+err.text
+			if isSecret(k) || looksSecret(k) {
+				shown, found = "[hidden]", "; the value is not shown: it is secret"
 			}
-			return nil, fmt.Errorf("%w: line %d: property %s: %w; the value is not shown: it is secret", kerr.ErrInvalidConfig, start, k, err)
+			return nil, &ConfigError{Property: k, Value: shown, Reason: fmt.Sprintf("line %d: %v%s", start, err, found)}
 		}
 		props[k] = v
 	}

@@ -73,8 +73,8 @@ func TestPropertiesMalformedEscape(t *testing.T) {
 		in   string
 		want []string
 	}{
-		{"a=1\nb=\\u12G4", []string{"line 2", "property b", `found \u12G4`}},
-		{"a=1\n\n# c\nb=\\u12", []string{"line 4", "property b", `found \u12`}},
+		{"a=1\nb=\\u12G4", []string{"line 2", "b=", `found \u12G4`}},
+		{"a=1\n\n# c\nb=\\u12", []string{"line 4", "b=", `found \u12`}},
 		{"x\\u00=1", []string{"line 1", "in the property name"}},
 	} {
 		_, err := parseProperties(tt.in)
@@ -84,6 +84,10 @@ func TestPropertiesMalformedEscape(t *testing.T) {
 		}
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), `malformed \uxxxx escape`) {
 			t.Errorf("parseProperties(%q) = %q, want ErrInvalidConfig saying malformed \\uxxxx escape", tt.in, err)
+		}
+		var ce *ConfigError
+		if isValue := tt.want[1] != "in the property name"; errors.As(err, &ce) != isValue || isValue && ce.Property != "b" {
+			t.Errorf("parseProperties(%q) = %#v, want a *ConfigError for property b only for a bad value", tt.in, err)
 		}
 		for _, w := range tt.want {
 			if !strings.Contains(err.Error(), w) {
@@ -116,7 +120,11 @@ func TestPropertiesMalformedEscapeHidesSecret(t *testing.T) {
 		if !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: error %q does not wrap ErrInvalidConfig", tt.key, msg)
 		}
-		for _, w := range []string{path, "line 2", "property " + tt.key, `malformed \uxxxx escape`, "not shown"} {
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Property != tt.key || ce.Value != "[hidden]" {
+			t.Errorf("%s: error %#v, want a *ConfigError for the property with its value hidden", tt.key, err)
+		}
+		for _, w := range []string{path, "line 2", tt.key + "=", `malformed \uxxxx escape`, "not shown"} {
 			if !strings.Contains(msg, w) {
 				t.Errorf("%s: error %q does not say %q", tt.key, msg, w)
 			}

@@ -109,7 +109,8 @@ var (
 	ErrInCallback = errors.New("kprod: not allowed inside a callback")
 
 	// ErrAborted: the record was still buffered or in flight when Close's
-	// context ended; it may or may not have been written.
+	// context ended, or when Close was called from a callback (which
+	// cannot wait for deliveries); it may or may not have been written.
 	ErrAborted = errors.New("kprod: record aborted before it was delivered")
 
 	// ErrAuthentication: the broker did not accept the client's SASL
