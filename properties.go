@@ -415,7 +415,10 @@ func parseProperties(text string) (map[string]string, error) {
 		}
 		v, err := unescape(value)
 		if err != nil {
-			shown, found := string(value), "; found "+err.text
+			// Only the bad escape is shown, never the rest of the value:
+			// a property kprod ignores (basic.auth.user.info, say) may
+			// hold a credential under a name that does not look secret.
+			shown, found := err.text, "; only the escape is shown"
 			if isSecret(k) || looksSecret(k) {
 				shown, found = "[hidden]", "; the value is not shown: it is secret"
 			}

@@ -73,8 +73,8 @@ func TestPropertiesMalformedEscape(t *testing.T) {
 		in   string
 		want []string
 	}{
-		{"a=1\nb=\\u12G4", []string{"line 2", "b=", `found \u12G4`}},
-		{"a=1\n\n# c\nb=\\u12", []string{"line 4", "b=", `found \u12`}},
+		{"a=1\nb=\\u12G4", []string{"line 2", `b=\u12G4:`, "only the escape is shown"}},
+		{"a=1\n\n# c\nb=\\u12", []string{"line 4", `b=\u12:`}},
 		{"x\\u00=1", []string{"line 1", "in the property name"}},
 	} {
 		_, err := parseProperties(tt.in)
@@ -94,6 +94,20 @@ func TestPropertiesMalformedEscape(t *testing.T) {
 				t.Errorf("parseProperties(%q) = %q, want it to say %q", tt.in, err, w)
 			}
 		}
+	}
+}
+
+// TestPropertiesMalformedEscapeShowsOnlyTheEscape: the error showed the
+// whole value of a property whose name does not look secret, so a
+// credential in a Java-only property leaked into logs.
+func TestPropertiesMalformedEscapeShowsOnlyTheEscape(t *testing.T) {
+	_, err := parseProperties("acks=all\nbasic.auth.user.info=alice:Hunter2sup3rS3cret\\u12G4\n")
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Property != "basic.auth.user.info" || ce.Value != `\u12G4` {
+		t.Fatalf("error %#v, want a *ConfigError for basic.auth.user.info showing only the escape", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "alice") || strings.Contains(msg, "Hunter2") {
+		t.Errorf("error %q shows the value around the escape", msg)
 	}
 }
 
