@@ -223,8 +223,9 @@ type batch struct {
 	maxRecSize, sumRecSize int
 	recs                   []pending
 	created                time.Time
-	// full: no more appends; set under q.mu by the appender that
-	// started the next batch, or by the sender when it drains it.
+	// full: no more appends; set under q.mu by the append it refused
+	// (tryAppendLocked) or that started the next batch, or by the
+	// sender when it drains it.
 	full bool
 
 	// Sender-owned state below. attempts and retryAt are also read by
@@ -363,10 +364,12 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		}
 		return appendResult{lastFull: full, appended: grown}, nil
 	}
-	// The last batch, if any, refused the record and is closed
-	// (tryAppendLocked): it can go now, while this append may wait for
-	// memory or leave for another partition.
-	a.wake()
+	if full {
+		// The last batch refused the record and tryAppendLocked closed
+		// it: it can go now, while this append may wait for memory or
+		// leave for another partition.
+		a.wake()
+	}
 	// recSize is exact for a batch's first record (header included), so
 	// a batch of one record larger than batch.size is full at once.
 	limit := max(a.batchSize, recSize)
@@ -529,8 +532,8 @@ func (a *accumulator) newBatchSize(q *partq, limit int) (size int, ratio float32
 }
 
 // tryAppend appends r to q's last batch if it fits, and says by how much
-// the batch grew. err is errSwitchSticky or errAppendClosed when it did
-// not try.
+// the batch grew (lastFull as tryAppendLocked's). err is errSwitchSticky
+// or errAppendClosed when it did not try.
 func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, sticky bool) (ok, lastFull bool, grown int, err error) {
 	q.mu.Lock()
 	if a.closed.Load() {
@@ -584,6 +587,10 @@ func (a *accumulator) stickySwitchDueLocked(q *partq) bool {
 	return n == 0 || q.batches[n-1].full || q.batches[n-1].bld.IsFull(q.batches[n-1].limit)
 }
 
+// tryAppendLocked appends r to q's last batch if it takes it. ok false
+// with lastFull means the last batch refused r and is closed now, so
+// the caller must wake the sender; ok false alone means there was no
+// batch open for appends.
 func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) (ok, lastFull bool, grown int) {
 	n := len(q.batches)
 	if n == 0 {
@@ -600,14 +607,14 @@ func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Re
 		// partitioner's allBatchesFull sees it full, so the switch
 		// comes at this batch boundary rather than after one more
 		// batch of a record or two (stickySwitchDueLocked). Whoever
-		// called sees ok false and wakes the sender.
+		// called sees ok false with lastFull and wakes the sender.
 		b.full = true
 		if a.compressed && b.limit == a.batchSize {
 			// Full: it sizes the partition's next buffer (newBatchSize),
 			// which is taken now, before the sender seals this one.
 			q.lastRaw.Store(int64(b.bld.UncompressedSize()))
 		}
-		return false, false, 0
+		return false, true, 0
 	}
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
 	b.maxRecSize = max(b.maxRecSize, recSize-recbatch.HeaderSize)
