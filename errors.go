@@ -24,6 +24,9 @@ var (
 	ErrRecordTooLarge = kerr.ErrRecordTooLarge
 	// ErrBufferFull: buffer.memory stayed full for max.block.ms, or had no
 	// room at once for a Send from a callback, which cannot wait.
+	// Retriable (kerr.IsRetriable), but not from inside the callback
+	// that got it: memory frees only as batches complete, which the
+	// callback holds up; send again after it returns.
 	ErrBufferFull = kerr.ErrBufferFull
 	// ErrDeliveryTimeout: not acknowledged within delivery.timeout.ms.
 	ErrDeliveryTimeout = kerr.ErrDeliveryTimeout
@@ -62,7 +65,9 @@ var (
 	// ErrMetadataTimeout: Send waited max.block.ms for the topic's
 	// metadata and no broker answered (is bootstrap.servers right, and
 	// the cluster reachable?). A topic the cluster does not have is
-	// ErrUnknownTopic instead.
+	// ErrUnknownTopic instead. It is also wrapped by ErrUnknownPartition
+	// when brokers answered but the topic did not grow to the record's
+	// partition in time.
 	ErrMetadataTimeout = kerr.ErrMetadataTimeout
 	// ErrDial: a connection to a broker could not be set up (refused,
 	// unreachable, or slower than socket.connection.setup.timeout.ms);

@@ -18,7 +18,7 @@ type appendGate struct {
 	writer  bool          // a writer holds the gate; guarded by mu
 	waiting int           // writers waiting for it; guarded by mu
 	rwait   int           // readers waiting in RLock (tests read it); guarded by mu
-	changed chan struct{} // closed (and replaced) when the three above change so that a waiter may go on; guarded by mu
+	changed chan struct{} // closed (and replaced) when readers, writer or waiting change so that a waiter may go on (rwait changes signal nothing); guarded by mu
 }
 
 // signalLocked wakes everyone waiting for a change.

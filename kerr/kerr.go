@@ -79,6 +79,8 @@ var (
 
 	// ErrBufferFull: no room in buffer.memory within max.block.ms, or
 	// none at once for a Send from a callback, which cannot wait.
+	// Retriable, but not from inside the callback that got it: memory
+	// frees only as batches complete, which the callback holds up.
 	ErrBufferFull = errors.New("kprod: buffer full (buffer.memory)")
 
 	// ErrDeliveryTimeout: the record was not acknowledged within
@@ -142,10 +144,13 @@ var retriableSentinels = []error{ErrRequestTimeout, ErrConnectionLost, ErrDial, 
 // connection, request or delivery timeout, metadata not found in time,
 // no buffer memory in time, a batch refused for another record, ...), as
 // Java's RetriableException does (its BufferExhaustedException and
-// waitOnMetadata's TimeoutException are ones). It does not say whether the producer already retried: a record
-// whose callback has an error is done with, and sending it again is the
-// application's choice. An authentication failure (ErrAuthentication)
-// never is retriable, whatever else it wraps.
+// waitOnMetadata's TimeoutException are ones). It does not say whether
+// the producer already retried: a record whose callback has an error is
+// done with, and sending it again is the application's choice. Nor does
+// it say when: ErrBufferFull from a Send made inside a callback is worth
+// sending again only after the callback returns, as memory frees when
+// batches complete, which the callback holds up. An authentication
+// failure (ErrAuthentication) never is retriable, whatever else it wraps.
 func IsRetriable(err error) bool {
 	if err == nil || errors.Is(err, ErrAuthentication) {
 		return false
