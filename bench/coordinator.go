@@ -61,7 +61,13 @@ type runResult struct {
 	// client's rate also depends on what its batches cost the broker.
 	// kfake only (0 otherwise).
 	BrokerCPUPerMRec float64 `json:"broker_cpu_s_per_1m,omitempty"`
-	Err              string  `json:"error,omitempty"`
+	// StealPct is the share of the machine's CPU time (all cores) that
+	// the hypervisor gave to other guests while the run's process ran
+	// (/proc/stat's steal): on a shared VM a client's rate and CPU
+	// figures drop with it, so runs under steal are not comparable with
+	// runs without. -1 if /proc/stat could not be read.
+	StealPct float64 `json:"steal_pct"`
+	Err      string  `json:"error,omitempty"`
 }
 
 // summary is the medians of one client's successful runs.
@@ -94,6 +100,10 @@ type summary struct {
 	Errors      []string `json:"errors,omitempty"`
 	KeptUp      *bool    `json:"kept_up,omitempty"` // throttled runs: reached 95% of the rate
 	ExtraRecord int64    `json:"records_on_broker_beyond_sent,omitempty"`
+	// StealPct is the median of the runs' StealPct, StealMaxPct the
+	// highest; both -1 if unknown.
+	StealPct    float64 `json:"steal_pct"`
+	StealMaxPct float64 `json:"steal_max_pct"`
 }
 
 type report struct {
@@ -454,10 +464,16 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 	if t.kfake != nil {
 		brokerCPU0 = procCPU(t.kfake.cmd.Process.Pid)
 	}
+	ticks0, ticksOK0 := machineTicks()
 	if runErr = cmd.Start(); runErr == nil {
 		stopWatch := watchHWM(cmd.Process.Pid, peak)
 		runErr = cmd.Wait()
 		stopWatch()
+	}
+	ticks1, ticksOK1 := machineTicks()
+	res.StealPct = -1
+	if ticksOK0 && ticksOK1 {
+		res.StealPct = ticks1.stealPctSince(ticks0)
 	}
 	var brokerCPU time.Duration
 	if t.kfake != nil {
@@ -514,8 +530,8 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 	if t.kfake != nil {
 		broker = fmt.Sprintf("  kfake cpu %5.2f s/1M", res.BrokerCPUPerMRec)
 	}
-	logf("  run %d %-9s %9.0f rec/s %7.1f MiB/s  p50 %7.2f ms  p99 %7.2f ms  max %7.1f ms  cpu %5.2f s/1M (sys %4.2f)%s  rss %6.1f MiB  on broker %d%s",
-		run+1, client, res.RecPerSec, res.MiBPerSec, res.P50Ms, res.P99Ms, res.MaxMs, res.CPUPerMRec, res.SysPerMRec, broker, res.MaxRSSMiB, res.OnBroker, errSuffix(res.Err))
+	logf("  run %d %-9s %9.0f rec/s %7.1f MiB/s  p50 %7.2f ms  p99 %7.2f ms  max %7.1f ms  cpu %5.2f s/1M (sys %4.2f)%s  rss %6.1f MiB  on broker %d  steal %4.1f%%%s",
+		run+1, client, res.RecPerSec, res.MiBPerSec, res.P50Ms, res.P99Ms, res.MaxMs, res.CPUPerMRec, res.SysPerMRec, broker, res.MaxRSSMiB, res.OnBroker, res.StealPct, errSuffix(res.Err))
 	return res
 }
 
@@ -536,6 +552,50 @@ func deliveryErr(res *runResult, client string, sent int) string {
 // procCPU is the user+sys CPU time of process pid so far (0 if it cannot
 // be read), from /proc/PID/stat: utime and stime are its 14th and 15th
 // fields, in clock ticks (USER_HZ, 100 on Linux).
+// cpuTicks is the first line of /proc/stat: the machine's CPU time in
+// clock ticks, all cores together.
+type cpuTicks struct{ steal, total uint64 }
+
+func machineTicks() (cpuTicks, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTicks{}, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return parseCPUTicks(line)
+}
+
+// parseCPUTicks reads "cpu user nice system idle iowait irq softirq steal
+// guest guest_nice" (proc(5)). guest and guest_nice are already counted
+// in user and nice, so the total is the first eight.
+func parseCPUTicks(line string) (cpuTicks, bool) {
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuTicks{}, false
+	}
+	var t cpuTicks
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return cpuTicks{}, false
+		}
+		t.total += n
+		if i == 7 {
+			t.steal = n
+		}
+	}
+	return t, true
+}
+
+// stealPctSince is the percentage of the CPU time between then and t
+// that was stolen.
+func (t cpuTicks) stealPctSince(then cpuTicks) float64 {
+	if t.total <= then.total {
+		return 0
+	}
+	return 100 * float64(t.steal-then.steal) / float64(t.total-then.total)
+}
+
 func procCPU(pid int) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -710,6 +770,11 @@ func summarize(t *target, cfg config, client string, runs []runResult, sent int)
 	s.SysPerMRec = med(func(r runResult) float64 { return r.SysPerMRec })
 	s.MaxRSSMiB = med(func(r runResult) float64 { return r.MaxRSSMiB })
 	s.BrokerCPUPerMRec = med(func(r runResult) float64 { return r.BrokerCPUPerMRec })
+	s.StealPct = med(func(r runResult) float64 { return r.StealPct })
+	s.StealMaxPct = -1
+	for _, r := range ok {
+		s.StealMaxPct = max(s.StealMaxPct, r.StealPct)
+	}
 	last := ok[len(ok)-1]
 	s.Idempotent, s.Notes, s.Version = last.Idempotent, last.Notes, last.Version
 	for _, r := range ok {

@@ -124,7 +124,7 @@ func (rep *report) writeTable(t *target, cfg config, sums []summary) {
 			name, s.RecPerSec, s.MiBPerSec, msText(s.P50Ms), msText(s.P99Ms), msText(s.MaxMs),
 			s.CPUPerMRec, s.SysPerMRec, brokerCol, s.MaxRSSMiB, ratio(s.RateRatio), ratio(s.CPURatio), ownCol, yesNo(s.Idempotent), s.Runs, s.Runs+s.Failed)
 	}
-	fmt.Fprintf(md, "\nLoad average when this table was done: %s.\n\n", loadAvg())
+	fmt.Fprintf(md, "\nLoad average when this table was done: %s. %s\n\n", loadAvg(), stealText(sums))
 	for _, s := range sums {
 		var notes []string
 		if s.Notes != "" {
@@ -141,6 +141,26 @@ func (rep *report) writeTable(t *target, cfg config, sums []summary) {
 	md.WriteString("\n")
 }
 
+// stealText sums up the CPU time the hypervisor took from the machine
+// during a table's runs: figures taken under steal are lower than the
+// machine's and vary from run to run.
+func stealText(sums []summary) string {
+	lo, hi, most := -1.0, -1.0, -1.0
+	for _, s := range sums {
+		if s.Runs == 0 || s.StealPct < 0 {
+			continue
+		}
+		if lo < 0 || s.StealPct < lo {
+			lo = s.StealPct
+		}
+		hi, most = max(hi, s.StealPct), max(most, s.StealMaxPct)
+	}
+	if most < 0 {
+		return "CPU time stolen by the hypervisor: unknown (no /proc/stat)."
+	}
+	return fmt.Sprintf("CPU time stolen by the hypervisor during the runs (/proc/stat steal, all cores): %.1f–%.1f%% (the clients' medians), at most %.1f%% in one run.", lo, hi, most)
+}
+
 func (rep *report) writeFooter() {
 	rep.Env["load average at end"] = loadAvg()
 	fmt.Fprintf(&rep.md, "Load average (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", rep.Env["load average at start"], rep.Env["load average at end"])
@@ -148,6 +168,7 @@ func (rep *report) writeFooter() {
 		"Latency: from each record's send call to its acknowledgement callback. CPU: user+sys seconds of the client's whole process " +
 		"(start-up and warm-up included) per million records sent, and of it the sys seconds (in the kernel: system calls and, on loopback, much of the TCP work of both ends); kfake CPU: the same for the kfake process while the client's process ran " +
 		"(client and broker share the cores); peak RSS: the highest VmHWM of that process. " +
+		"Steal: the share of all cores' time that the hypervisor gave to other guests while a run's process ran (/proc/stat); a client's rate falls and its figures scatter with it, so tables with more than a few percent are not comparable with tables without. " +
 		"Each record's value is random upper-case letters, a window at a random place in 4 MiB of them, as ProducerPerformance makes a fresh random value per record. " +
 		"The Java client's (ProducerPerformance's) records/s is its own: timed from the end of its warm-up (-java-warmup records, for its JIT), as handed to send, to close; its CPU column includes the JVM's start, the JIT and the warm-up.\n")
 }

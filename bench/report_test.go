@@ -43,3 +43,32 @@ func TestOwnCPURatio(t *testing.T) {
 		t.Errorf("table without the harness row:\n%s", table)
 	}
 }
+
+// The machine's steal is read from /proc/stat's first line (the eighth
+// number), and a table says how much of its runs' CPU time was stolen.
+func TestSteal(t *testing.T) {
+	then, ok := parseCPUTicks("cpu  100 5 50 800 10 0 5 30 7 0")
+	if !ok || then.steal != 30 || then.total != 1000 {
+		t.Fatalf("parsed %+v, %v; want steal 30 of 1000", then, ok)
+	}
+	now, _ := parseCPUTicks("cpu  160 5 70 920 10 0 5 80 9 0")
+	if got := now.stealPctSince(then); math.Abs(got-20) > 1e-9 { // 50 of 250
+		t.Errorf("steal %v%%, want 20%%", got)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 3", "cpu 1 2 3 4 5 6 7 x"} {
+		if _, ok := parseCPUTicks(bad); ok {
+			t.Errorf("parseCPUTicks(%q) accepted", bad)
+		}
+	}
+	sums := []summary{
+		{Client: "kprod", Runs: 3, StealPct: 1.5, StealMaxPct: 4},
+		{Client: "franz-go", Runs: 3, StealPct: 0.5, StealMaxPct: 2},
+		{Client: "sarama", Runs: 0, StealPct: 90, StealMaxPct: 90}, // failed: not counted
+	}
+	if got, want := stealText(sums), "0.5–1.5% (the clients' medians), at most 4.0% in one run"; !strings.Contains(got, want) {
+		t.Errorf("stealText = %q, want it to contain %q", got, want)
+	}
+	if got := stealText([]summary{{Client: "kprod", Runs: 3, StealPct: -1, StealMaxPct: -1}}); !strings.Contains(got, "unknown") {
+		t.Errorf("stealText without /proc/stat = %q", got)
+	}
+}
