@@ -338,6 +338,22 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 	return q
 }
 
+// recSizes is what Send works out once of a record's size, for every
+// use the accumulator has for it.
+type recSizes struct {
+	fields int // recbatch.FieldsSize of its key, value and headers
+	alone  int // exact size of a batch holding only this record
+}
+
+// newRecSizes sizes a record with key, value and headers.
+func newRecSizes(key, value []byte, headers []Header) recSizes {
+	f := recbatch.FieldsSize(key, value, headers)
+	return recSizes{fields: f, alone: recbatch.RecordSizeFields(0, 0, f) + recbatch.HeaderSize}
+}
+
+// rec is the record's own size in a batch (with deltas of 0).
+func (s recSizes) rec() int { return s.alone - recbatch.HeaderSize }
+
 // append adds one record to its partition's last batch, or to a new one
 // when it does not fit; a new batch may wait for memory (up to maxBlock).
 // The record is encoded into the batch buffer here, on the caller's
@@ -349,8 +365,8 @@ func (a *accumulator) queue(t *topicState, partition int32) *partq {
 // meanwhile: Java's second partitionChanged); the memory it got then is
 // kept in held for the append to the next partition, as Java keeps its
 // buffer. held must be empty when append returns anything else.
-func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool, held *heldBuf) (appendResult, error) {
-	ok, full, grown, err := a.tryAppend(q, r, ts, cb, recSize, sticky)
+func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64, cb func(*Record, error), sz recSizes, maxBlock time.Duration, sticky bool, held *heldBuf) (appendResult, error) {
+	ok, full, grown, err := a.tryAppend(q, r, ts, cb, sz, sticky)
 	if err != nil {
 		if err != errSwitchSticky {
 			a.releaseHeld(held)
@@ -370,9 +386,9 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		// leave for another partition.
 		a.wake()
 	}
-	// recSize is exact for a batch's first record (header included), so
+	// sz.alone is exact for a batch's first record (header included), so
 	// a batch of one record larger than batch.size is full at once.
-	limit := max(a.batchSize, recSize)
+	limit := max(a.batchSize, sz.alone)
 	size, ratio := a.newBatchSize(q, limit)
 	want := size
 	var buf []byte
@@ -413,7 +429,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 		*held = heldBuf{buf: buf, size: size}
 		return appendResult{}, errSwitchSticky
 	}
-	if ok, full, grown := a.tryAppendLocked(q, r, ts, cb, recSize); ok {
+	if ok, full, grown := a.tryAppendLocked(q, r, ts, cb, sz); ok {
 		// Another sender made room meanwhile.
 		q.mu.Unlock()
 		a.pool.release(buf, size)
@@ -428,7 +444,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	}
 	// Room for the callbacks of a batch of records like this one, so that
 	// the slice does not grow record by record.
-	b := newBatch(q, q.nextID, size, max(size/max(recSize-recbatch.HeaderSize, 1), 1))
+	b := newBatch(q, q.nextID, size, max(size/max(sz.rec(), 1), 1))
 	b.limit = limit
 	q.topic.touch(b.created)
 	q.nextID++
@@ -436,7 +452,7 @@ func (a *accumulator) append(ctx context.Context, q *partq, r *Record, ts int64,
 	b.bld.SetCompressionEstimate(ratio)
 	b.bld.Append(ts, r.Key, r.Value, r.Headers)
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
-	b.maxRecSize = recSize - recbatch.HeaderSize
+	b.maxRecSize = sz.rec()
 	b.sumRecSize = b.maxRecSize
 	lastFull := b.bld.IsFull(b.limit)
 	grown = b.bld.Size()
@@ -534,7 +550,7 @@ func (a *accumulator) newBatchSize(q *partq, limit int) (size int, ratio float32
 // tryAppend appends r to q's last batch if it fits, and says by how much
 // the batch grew (lastFull as tryAppendLocked's). err is errSwitchSticky
 // or errAppendClosed when it did not try.
-func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int, sticky bool) (ok, lastFull bool, grown int, err error) {
+func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, error), sz recSizes, sticky bool) (ok, lastFull bool, grown int, err error) {
 	q.mu.Lock()
 	if a.closed.Load() {
 		q.mu.Unlock()
@@ -544,7 +560,7 @@ func (a *accumulator) tryAppend(q *partq, r *Record, ts int64, cb func(*Record, 
 		q.mu.Unlock()
 		return false, false, 0, errSwitchSticky
 	}
-	ok, lastFull, grown = a.tryAppendLocked(q, r, ts, cb, recSize)
+	ok, lastFull, grown = a.tryAppendLocked(q, r, ts, cb, sz)
 	q.mu.Unlock()
 	return ok, lastFull, grown, nil
 }
@@ -591,7 +607,7 @@ func (a *accumulator) stickySwitchDueLocked(q *partq) bool {
 // with lastFull means the last batch refused r and is closed now, so
 // the caller must wake the sender; ok false alone means there was no
 // batch open for appends.
-func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Record, error), recSize int) (ok, lastFull bool, grown int) {
+func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Record, error), sz recSizes) (ok, lastFull bool, grown int) {
 	n := len(q.batches)
 	if n == 0 {
 		return false, false, 0
@@ -601,7 +617,7 @@ func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Re
 		return false, false, 0
 	}
 	before := b.bld.Size()
-	if !b.bld.TryAppend(ts, r.Key, r.Value, r.Headers, b.limit) {
+	if !b.bld.TryAppendSized(ts, r.Key, r.Value, r.Headers, sz.fields, b.limit) {
 		// Closed for appends, as Java's tryAppend closes a batch that
 		// refused a record: it is sendable now, and the sticky
 		// partitioner's allBatchesFull sees it full, so the switch
@@ -617,8 +633,8 @@ func (a *accumulator) tryAppendLocked(q *partq, r *Record, ts int64, cb func(*Re
 		return false, true, 0
 	}
 	b.recs = append(b.recs, pending{rec: r, cb: cb})
-	b.maxRecSize = max(b.maxRecSize, recSize-recbatch.HeaderSize)
-	b.sumRecSize += recSize - recbatch.HeaderSize
+	b.maxRecSize = max(b.maxRecSize, sz.rec())
+	b.sumRecSize += sz.rec()
 	return true, b.bld.IsFull(b.limit), b.bld.Size() - before
 }
 

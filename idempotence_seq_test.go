@@ -34,8 +34,7 @@ func TestSequenceWrap(t *testing.T) {
 		ts := time.Now()
 		for range n {
 			r := &Record{Topic: "t", Value: []byte("v"), Timestamp: ts}
-			size := recbatch.RecordSize(0, 0, nil, r.Value, nil) + recbatch.HeaderSize
-			if _, err := p.acc.append(context.Background(), q, r, ts.UnixMilli(), func(*Record, error) {}, size, time.Second, false, &heldBuf{}); err != nil {
+			if _, err := p.acc.append(context.Background(), q, r, ts.UnixMilli(), func(*Record, error) {}, newRecSizes(nil, r.Value, nil), time.Second, false, &heldBuf{}); err != nil {
 				t.Fatal(err)
 			}
 		}

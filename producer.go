@@ -343,9 +343,9 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 		t.use.Store(p.cl.UseTopic(r.Topic))
 	}
 
-	recSize := recbatch.RecordSize(0, 0, r.Key, r.Value, r.Headers) + recbatch.HeaderSize
+	sz := newRecSizes(r.Key, r.Value, r.Headers)
 	// Java's ensureValidRecordSize: the uncompressed upper bound.
-	if bound := recordSizeUpperBound(r.Key, r.Value, r.Headers); bound > p.cfg.MaxRequestSize {
+	if bound := sizeUpperBound(sz.fields); bound > p.cfg.MaxRequestSize {
 		return fmt.Errorf("%w: the record for %q is %d bytes when serialized (as the Java client counts), more than max.request.size (%d); raise max.request.size (and the topic's max.message.bytes) or send it smaller",
 			kerr.ErrRecordTooLarge, r.Topic, bound, p.cfg.MaxRequestSize)
 	} else if int64(bound) > p.cfg.BufferMemory {
@@ -388,7 +388,7 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 			}
 			return err
 		}
-		part, res, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)
+		part, res, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, sz, maxBlock, sticky)
 		if err != nil {
 			// Before appendMu is released: a commit waiting for it must
 			// find the transaction abortable, not commit without the
@@ -397,7 +397,7 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 		}
 		p.txn.appendMu.RUnlock()
 	} else {
-		part, res, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, recSize, maxBlock, sticky)
+		part, res, err = p.appendTo(ctx, t, mt, q, part, r, ts, cb, sz, maxBlock, sticky)
 	}
 	if err != nil {
 		if stamp {
@@ -420,10 +420,10 @@ func (p *Producer) buffer(ctx context.Context, r *Record, cb func(*Record, error
 // goes to the next sticky partition instead; appendTo returns the
 // partition the record went to.
 func (p *Producer) appendTo(ctx context.Context, t *topicState, mt *cluster.Topic, q *partq, part int32, r *Record, ts int64,
-	cb func(*Record, error), recSize int, maxBlock time.Duration, sticky bool) (int32, appendResult, error) {
+	cb func(*Record, error), sz recSizes, maxBlock time.Duration, sticky bool) (int32, appendResult, error) {
 	var held heldBuf // memory an append got for a partition it then had to leave
 	for {
-		res, err := p.acc.append(ctx, q, r, ts, cb, recSize, maxBlock, sticky, &held)
+		res, err := p.acc.append(ctx, q, r, ts, cb, sz, maxBlock, sticky, &held)
 		if err != errSwitchSticky {
 			return part, res, err
 		}

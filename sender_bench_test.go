@@ -78,7 +78,7 @@ func BenchmarkHandleProduceResponse(b *testing.B) {
 			for j := range perBatch {
 				r := &recs[i*perBatch+j]
 				*r = Record{Topic: "t", Value: val, Timestamp: ts}
-				if _, err := p.acc.append(ctx, q, r, ts.UnixMilli(), cb, recbatch.RecordSize(0, 0, nil, val, nil)+recbatch.HeaderSize, time.Second, false, &heldBuf{}); err != nil {
+				if _, err := p.acc.append(ctx, q, r, ts.UnixMilli(), cb, newRecSizes(nil, val, nil), time.Second, false, &heldBuf{}); err != nil {
 					b.Fatal(err)
 				}
 			}

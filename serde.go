@@ -9,6 +9,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/kprod/kprod/internal/recbatch"
 	"github.com/kprod/kprod/kerr"
 )
 
@@ -297,28 +298,12 @@ func serialize[T any](s Serializer[T], topic string, v T, key bool) (b []byte, e
 // headers with their lengths). Compression plays no part in it, in Java
 // as here.
 func recordSizeUpperBound(key, value []byte, headers []Header) int {
+	return sizeUpperBound(recbatch.FieldsSize(key, value, headers))
+}
+
+// sizeUpperBound is recordSizeUpperBound of a record whose
+// recbatch.FieldsSize is fields.
+func sizeUpperBound(fields int) int {
 	const batchOverhead, maxRecordOverhead = 61, 21
-	n := batchOverhead + maxRecordOverhead + nullableSize(key) + nullableSize(value) + varintSize(int64(len(headers)))
-	for i := range headers {
-		n += varintSize(int64(len(headers[i].Key))) + len(headers[i].Key) + nullableSize(headers[i].Value)
-	}
-	return n
-}
-
-func nullableSize(b []byte) int {
-	if b == nil {
-		return 1 // varint -1
-	}
-	return varintSize(int64(len(b))) + len(b)
-}
-
-// varintSize is the length of v as a zig-zag varint.
-func varintSize(v int64) int {
-	u := uint64(v<<1) ^ uint64(v>>63)
-	n := 1
-	for u >= 0x80 {
-		u >>= 7
-		n++
-	}
-	return n
+	return batchOverhead + maxRecordOverhead + fields
 }

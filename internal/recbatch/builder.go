@@ -252,22 +252,36 @@ func (b *Builder) Sealed() []byte { return b.sealed }
 // length varint. A nil key or value is encoded as null (length -1), a
 // non-nil empty one as empty; likewise for header values.
 func RecordSize(offsetDelta int32, tsDelta int64, key, value []byte, headers []Header) int {
-	body := recordBodySize(offsetDelta, tsDelta, key, value, headers)
+	return RecordSizeFields(offsetDelta, tsDelta, FieldsSize(key, value, headers))
+}
+
+// RecordSizeFields is RecordSize for a record whose FieldsSize is fields.
+func RecordSizeFields(offsetDelta int32, tsDelta int64, fields int) int {
+	body := bodySize(offsetDelta, tsDelta, fields)
 	return varintLen(int64(body)) + body
 }
 
-func recordBodySize(offsetDelta int32, tsDelta int64, key, value []byte, headers []Header) int {
-	n := 1 + // attributes, unused and always 0
-		varintLen(tsDelta) +
-		varintLen(int64(offsetDelta)) +
-		nullableBytesSize(key) +
-		nullableBytesSize(value) +
-		varintLen(int64(len(headers)))
+// FieldsSize is the encoded size of a record's key, value and headers,
+// each with its length varint: the part of the record's size that does not
+// depend on its place in a batch. A caller that needs the size of one
+// record more than once (its memory, its batch, the Java client's upper
+// bound) computes this once and passes it to RecordSizeFields and
+// TryAppendSized.
+func FieldsSize(key, value []byte, headers []Header) int {
+	n := nullableBytesSize(key) + nullableBytesSize(value) + varintLen(int64(len(headers)))
 	for i := range headers {
 		h := &headers[i]
 		n += varintLen(int64(len(h.Key))) + len(h.Key) + nullableBytesSize(h.Value)
 	}
 	return n
+}
+
+// bodySize is a record's size after its length varint.
+func bodySize(offsetDelta int32, tsDelta int64, fields int) int {
+	return 1 + // attributes, unused and always 0
+		varintLen(tsDelta) +
+		varintLen(int64(offsetDelta)) +
+		fields
 }
 
 func nullableBytesSize(p []byte) int {
@@ -304,7 +318,7 @@ func (b *Builder) Append(tsMs int64, key, value []byte, headers []Header) (offse
 		panic("recbatch: Append to a sealed batch")
 	}
 	tsDelta := tsMs - b.baseTs
-	body := recordBodySize(b.n, tsDelta, key, value, headers)
+	body := bodySize(b.n, tsDelta, FieldsSize(key, value, headers))
 	return b.append(tsMs, tsDelta, body, key, value, headers)
 }
 
@@ -316,11 +330,18 @@ func (b *Builder) Append(tsMs int64, key, value []byte, headers []Header) (offse
 // the record's exact size stays within limit (like Java, the new record is
 // not assumed to compress). A sealed batch takes nothing.
 func (b *Builder) TryAppend(tsMs int64, key, value []byte, headers []Header, limit int) bool {
+	return b.TryAppendSized(tsMs, key, value, headers, FieldsSize(key, value, headers), limit)
+}
+
+// TryAppendSized is TryAppend for a record whose FieldsSize the caller
+// has already computed: fields must be FieldsSize(key, value, headers),
+// or the batch is written wrong.
+func (b *Builder) TryAppendSized(tsMs int64, key, value []byte, headers []Header, fields, limit int) bool {
 	if b.sealed != nil {
 		return false
 	}
 	tsDelta := tsMs - b.baseTs
-	body := recordBodySize(b.n, tsDelta, key, value, headers)
+	body := bodySize(b.n, tsDelta, fields)
 	if b.n > 0 && limit < b.estimatedSize()+varintLen(int64(body))+body {
 		return false
 	}

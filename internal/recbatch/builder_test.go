@@ -629,3 +629,26 @@ func TestCompressedSealInPlace(t *testing.T) {
 		checkRecords(t, decodeWithKmsg(t, d, wire), 7, noise)
 	}
 }
+
+// TryAppendSized with the record's FieldsSize writes what Append writes,
+// and RecordSizeFields is RecordSize: the sizes Send computes once for
+// several uses are the sizes the batch is built with.
+func TestTryAppendSizedMatchesAppend(t *testing.T) {
+	for name, tc := range testCases() {
+		var want, got Builder
+		build(t, &want, tc.base, tc.records)
+		got.Reset(make([]byte, 0, 1024), tc.base)
+		for i, r := range tc.records {
+			f := FieldsSize(r.key, r.value, r.headers)
+			if a, b := RecordSizeFields(int32(i), r.ts-tc.base, f), RecordSize(int32(i), r.ts-tc.base, r.key, r.value, r.headers); a != b {
+				t.Fatalf("%s record %d: RecordSizeFields %d, RecordSize %d", name, i, a, b)
+			}
+			if !got.TryAppendSized(r.ts, r.key, r.value, r.headers, f, 1<<30) {
+				t.Fatalf("%s record %d: TryAppendSized refused it under a limit of 1 GiB", name, i)
+			}
+		}
+		if w, g := want.Seal(SealOptions{}), got.Seal(SealOptions{}); !bytes.Equal(w, g) {
+			t.Fatalf("%s: TryAppendSized built %x, Append %x", name, g, w)
+		}
+	}
+}
