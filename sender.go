@@ -785,7 +785,10 @@ func (s *sender) expireQueuedLocked(q *partq, now time.Time) {
 		if cause == nil {
 			cause = s.whyNotSent(q)
 		}
-		s.complete(b, -1, -1, -1, s.timeoutErr(b, now, cause))
+		// An older batch may still be in flight: expireInFlight skips
+		// one whose older retry waits in this deque, and this round
+		// expires that retry and the batches behind it; they wait for it.
+		s.failInOrder(b, s.timeoutErr(b, now, cause))
 		if s.idemOn {
 			s.resolveSuspect(q) // may ask for a bump: the run loop sees it
 		}
@@ -986,6 +989,14 @@ func (s *sender) succeed(b *batch, baseOffset, logAppendTime int64) {
 	if s.idemOn && b.seq != noSeq && olderSettling(b) {
 		s.onBatchDone(b, nil)
 		b.acked = true
+		delete(s.inFlightB, b)
+		s.park(parkedAck{b, baseOffset, logAppendTime, b.leaderEpoch, nil})
+		return
+	}
+	if !s.idemOn && olderSettling(b) {
+		// At least once: an older batch's failure is parked behind a
+		// batch still under way (failInOrder); this one's callbacks
+		// wait behind it, so that they do not overtake it.
 		delete(s.inFlightB, b)
 		s.park(parkedAck{b, baseOffset, logAppendTime, b.leaderEpoch, nil})
 		return
