@@ -141,7 +141,7 @@ func (c *produceCmd) run(ctx context.Context, args []string, stdin io.Reader, st
 	if err != nil {
 		return usageFail(stderr, "produce", err)
 	}
-	cfg, err := c.pf.build(nil)
+	cfg, err := c.pf.build(produceDefaults)
 	if err != nil {
 		return usageFail(stderr, "produce", readerPropertyHint(err))
 	}
@@ -290,6 +290,11 @@ loop:
 	}
 	return exitOK
 }
+
+// produceDefaults are the settings kafka-console-producer gives its
+// producer unless told otherwise: its client.id, which broker-side quotas,
+// request logs and metrics know it by (perf has ProducerPerformance's).
+var produceDefaults = map[string]string{"client.id": "console-producer"}
 
 // readerPropertyHint points a console-producer reader property given as
 // a producer property (--producer-property parse.key=true, as

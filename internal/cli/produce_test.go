@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -158,5 +160,61 @@ func TestProduceSlowFirstMetadataFailsOneLine(t *testing.T) {
 	if strings.Contains(stderr, "not sent") || !strings.Contains(stderr, "records sent") ||
 		strings.Contains(stderr, "stopped reading stdin") {
 		t.Errorf("a reachable cluster with the topic: lines after the first were dropped:\n%s", stderr)
+	}
+}
+
+// firstClientID listens on a local port and returns its address and the
+// client.id of the first request a client sends there (the request
+// header: size, api key, version, correlation id, client id).
+func firstClientID(t *testing.T) (string, <-chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ids := make(chan string, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		var hdr [14]byte // size(4) key(2) version(2) corr(4) id length(2)
+		if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+			return
+		}
+		id := make([]byte, max(int16(binary.BigEndian.Uint16(hdr[12:])), 0))
+		if _, err := io.ReadFull(conn, id); err != nil {
+			return
+		}
+		ids <- string(id)
+	}()
+	return ln.Addr().String(), ids
+}
+
+// TestProduceDefaultClientID: kafka-console-producer names its producer
+// console-producer unless client.id is given (ConsoleProducer's
+// producerProps); kprod produce sent the library's kprod-producer-N, so
+// client-id quotas and logs set up for the Java tool missed it.
+func TestProduceDefaultClientID(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "console-producer"},
+		{[]string{"-X", "client.id=mine"}, "mine"},
+	} {
+		addr, ids := firstClientID(t)
+		args := append([]string{"produce", "-b", addr, "-t", "t", "-X", "max.block.ms=300"}, tc.args...)
+		runCLI(context.Background(), strings.NewReader("x\n"), args...)
+		select {
+		case id := <-ids:
+			if id != tc.want {
+				t.Errorf("%q: client.id %q, want %q", tc.args, id, tc.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%q: no request reached the listener", tc.args)
+		}
 	}
 }
