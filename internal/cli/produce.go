@@ -53,10 +53,12 @@ func newProduceCmd() *produceCmd {
 	c.partitionDef = fs.intVar(&c.partition, []string{"--partition"}, "N",
 		"send every record to partition N instead of letting the partitioner choose")
 	c.partitionDef.def = ""
-	// kafka-console-producer takes parse.key=true and key.separator with
-	// --property (Kafka 4.2: --reader-property).
-	for _, name := range []string{"--property", "--reader-property"} {
+	// kafka-console-producer takes its reader properties (parse.key=true,
+	// key.separator, parse.headers, ...) with --property (Kafka 4.2:
+	// --reader-property) or from a --reader-config file.
+	for _, name := range []string{"--property", "--reader-property", "--reader-config"} {
 		fs.unknownHint(name, "kprod produce has no "+name+": for parse.key=true key.separator=SEP give --key-delimiter SEP; "+
+			"for a header on every record give -H KEY=VALUE (headers are not read from the input; null.marker and ignore.error do not exist here); "+
 			"producer properties go in --producer-property or -X")
 	}
 	c.fs = fs
@@ -312,13 +314,25 @@ func readerPropertyHint(err error) error {
 }
 
 // readerProperties are kafka-console-producer's reader properties (its
-// --property / --reader-property) that kprod produce has as flags.
+// --property / --reader-property, LineMessageReader's settings), with what
+// kprod produce has in their place.
 var readerProperties = map[string]string{
-	"parse.key":     keyDelimiterHint,
-	"key.separator": keyDelimiterHint,
+	"parse.key":             keyDelimiterHint,
+	"key.separator":         keyDelimiterHint,
+	"parse.headers":         headersHint,
+	"headers.delimiter":     headersHint,
+	"headers.separator":     headersHint,
+	"headers.key.separator": headersHint,
+	"null.marker": "kprod produce has no null marker: every record's value is the line as it is (an empty line is an empty value); " +
+		"-H KEY without '=' gives a header a null value",
+	"ignore.error": "remove it: kprod produce has no such setting; a line without the --key-delimiter fails alone " +
+		"(it is not sent with a null key), is reported by its line number, the lines after it are sent, and the exit status is 1",
 }
 
-const keyDelimiterHint = "give --key-delimiter SEP instead (it is parse.key=true key.separator=SEP)"
+const (
+	keyDelimiterHint = "give --key-delimiter SEP instead (it is parse.key=true key.separator=SEP)"
+	headersHint      = "kprod produce does not read headers from the input; -H KEY=VALUE (repeatable) adds a header to every record"
+)
 
 func parseHeaders(hs []string) ([]kprod.Header, error) {
 	var out []kprod.Header

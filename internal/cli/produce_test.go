@@ -218,3 +218,31 @@ func TestProduceDefaultClientID(t *testing.T) {
 		}
 	}
 }
+
+// TestProduceUnsupportedReaderPropertyHint: kafka-console-producer's
+// other reader properties (LineMessageReader's parse.headers,
+// headers.*, null.marker, ignore.error) and --reader-config were refused
+// as an unknown producer property or flag, as if misspelt, without saying
+// that kprod produce has no such parsing or what it has instead.
+func TestProduceUnsupportedReaderPropertyHint(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-X", "parse.headers=true"}, "-H KEY=VALUE"},
+		{[]string{"--producer-property", "headers.delimiter=|"}, "-H KEY=VALUE"},
+		{[]string{"-X", "headers.separator=;"}, "-H KEY=VALUE"},
+		{[]string{"-X", "headers.key.separator=="}, "-H KEY=VALUE"},
+		{[]string{"-X", "null.marker=NULL"}, "no null marker"},
+		{[]string{"-X", "ignore.error=true"}, "fails alone"},
+		{[]string{"--property", "parse.headers=true"}, "-H KEY=VALUE"},
+		{[]string{"--reader-property", "null.marker=NULL"}, "null.marker"},
+		{[]string{"--reader-config", "reader.properties"}, "--key-delimiter SEP"},
+	} {
+		code, _, stderr := runCLI(context.Background(), nil,
+			append([]string{"produce", "-b", "127.0.0.1:9092", "-t", "t"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "did you mean") {
+			t.Errorf("%q: exit %d, stderr does not say %q:\n%s", tc.args, code, tc.want, stderr)
+		}
+	}
+}
