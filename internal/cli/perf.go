@@ -64,7 +64,7 @@ func newPerfCmd() *perfCmd {
 	c.recordSizeDef = fs.intVar(&c.recordSize, []string{"--record-size"}, "RECORD-SIZE",
 		"message size in bytes: random upper-case letters, as Java's tool sends. Give at most one of --record-size, --payload-file, --payload-monotonic")
 	fs.stringVar(&c.payloadFile, []string{"--payload-file"}, "PAYLOAD-FILE",
-		"file to read the message payloads from, split by --payload-delimiter; each message is one of them chosen at random")
+		"file to read the message payloads from, split by --payload-delimiter (a literal string, not a regular expression as in Java's tool); empty pieces are skipped; each message is one of them chosen at random")
 	fs.stringVar(&c.payloadDelimiter, []string{"--payload-delimiter"}, "PAYLOAD-DELIMITER",
 		`delimiter of the payloads in --payload-file (escapes \n \t \r \0 \\ are understood); ignored without --payload-file`)
 	fs.boolVar(&c.payloadMonotonic, []string{"--payload-monotonic"}, "payload is a monotonically increasing integer (the record's number)")
