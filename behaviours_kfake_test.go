@@ -669,3 +669,117 @@ func batchPerRecord(t *testing.T, c *kfake.Cluster, set func(*Config)) (*Produce
 	}
 	return p, ctx
 }
+
+// A leader's partitions take turns when one batch fills a request
+// (batch.size close to max.request.size): the partition whose batch did
+// not fit goes first in the leader's next request, as Java's per-node
+// drain index has it. kprod rotated one start over every partition of
+// every leader, so a partition right after a run of other leaders'
+// partitions went first in most rounds and the one behind it waited.
+func TestDrainTakesTurnsWithinALeader(t *testing.T) {
+	c := newFake(t, 6)
+	// a and b share a leader; the partitions of the other leaders come
+	// after them in the order first sent to, which is the drain order.
+	a, b := int32(-1), int32(-1)
+	for i := range int32(6) {
+		for j := i + 1; j < 6 && a < 0; j++ {
+			if c.LeaderFor("t", i) == c.LeaderFor("t", j) {
+				a, b = i, j
+			}
+		}
+	}
+	if a < 0 {
+		t.Fatal("no two partitions share a leader among 6 on 3 brokers")
+	}
+	leader := c.LeaderFor("t", a)
+	order := []int32{a, b}
+	for i := range int32(6) {
+		if i != a && i != b {
+			order = append(order, i)
+		}
+	}
+	var mu sync.Mutex
+	var seq []int32 // partition of each produce request to the leader
+	var hold atomic.Bool
+	release, open := gate(t)
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if c.CurrentNode() != leader {
+			return nil, nil, false
+		}
+		req := r.(*kmsg.ProduceRequest)
+		mu.Lock()
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				seq = append(seq, rp.Partition)
+			}
+		}
+		mu.Unlock()
+		if hold.Load() {
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	no := false
+	cfg.EnableIdempotence = &no
+	cfg.Acks = AcksLeader
+	cfg.MaxInFlight = 1
+	cfg.Linger = 0
+	// Two 400-byte records fill a batch, and two batches do not fit in
+	// a request.
+	cfg.BatchSize, cfg.MaxRequestSize = 1000, 1500
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 20*time.Second)
+	for _, part := range order {
+		if err := p.SendSync(ctx, (&Record{Topic: "t", Value: []byte("warm")}).ToPartition(part)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The leader's next request is held; meanwhile 10 batches queue for
+	// each of a and b.
+	hold.Store(true)
+	var wg sync.WaitGroup
+	send := func(part int32) {
+		wg.Add(1)
+		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 400)}).ToPartition(part), func(_ *Record, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			wg.Done()
+		})
+	}
+	send(a)
+	waitInFlight(t, p, 1)
+	hold.Store(false)
+	mu.Lock()
+	seq = seq[:0] // from here: the requests after the held one
+	mu.Unlock()
+	for range 20 {
+		send(a)
+		send(b)
+	}
+	open()
+	wg.Wait()
+	p.Close(ctx)
+
+	mu.Lock()
+	defer mu.Unlock()
+	left := map[int32]int{}
+	for _, part := range seq {
+		left[part]++
+	}
+	if left[a] != 10 || left[b] != 10 {
+		t.Fatalf("produce requests to the leader after the held one carried %v (a=%d, b=%d), want 10 batches of each", seq, a, b)
+	}
+	for i := 1; i < len(seq); i++ {
+		other := a
+		if seq[i] == a {
+			other = b
+		}
+		left[seq[i-1]]--
+		if seq[i] == seq[i-1] && left[other] > 0 {
+			t.Fatalf("partition %d went in two requests in a row while %d still had batches queued: %v", seq[i], other, seq)
+		}
+	}
+}

@@ -63,10 +63,18 @@ type sender struct {
 	idem          idempotence // producer id, epoch; sender-owned
 	txn           txnSender   // transactional.id: the sender's side (transaction_sender.go)
 
-	rotate    int                 // partition to start draining from, so none starves
-	inflight  int                 // produce requests in flight
-	throttled map[int32]time.Time // broker → end of its throttle
-	inFlightB map[*batch]struct{} // batches in flight, for delivery.timeout.ms
+	rotate int // partition to start draining from, so none starves
+	// drainFirst: leader → index in the accumulator's parts of the first
+	// partition whose batch did not fit in that leader's last request
+	// (max.request.size); it goes first in the leader's next one, as
+	// Java's per-node drain index does, so that a leader's partitions
+	// take turns even when one batch fills a request. deferred is
+	// sendReady's scratch list of the partitions it visits after it.
+	drainFirst map[int32]int
+	deferred   []int
+	inflight   int                 // produce requests in flight
+	throttled  map[int32]time.Time // broker → end of its throttle
+	inFlightB  map[*batch]struct{} // batches in flight, for delivery.timeout.ms
 	// inFlightNext is at or before the earliest delivery deadline in
 	// inFlightB (set whenever inFlightB is not empty), so that
 	// expireInFlight walks the map only once a deadline may have passed.
@@ -266,18 +274,36 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 	}
 
 	type drained struct {
-		b      *broker.Broker
-		bytes  int
-		bs     []*batch
-		topics map[string]*cluster.Topic
+		b       *broker.Broker
+		bytes   int
+		bs      []*batch
+		topics  map[string]*cluster.Topic
+		skipped int // index of the first partition that did not fit, or -1
 	}
 	var byLeader map[int32]*drained
 	notReady := map[int32]bool{}
 	needMeta := false
 
-	s.rotate = (s.rotate + 1) % len(parts)
-	for i := range parts {
-		q := parts[(s.rotate+i)%len(parts)]
+	n := len(parts)
+	s.rotate = (s.rotate + 1) % n
+	deferred := s.deferred[:0]
+	for i := 0; i < n+len(deferred); i++ {
+		var idx int
+		if i < n {
+			idx = (s.rotate + i) % n
+			if len(s.drainFirst) > 0 {
+				q := parts[idx]
+				// A partition of a leader whose last request was full
+				// waits until after the one that did not fit then.
+				if first, ok := s.drainFirst[snap.Leader(q.topic.name, q.partition)]; ok && i < (first-s.rotate+n)%n {
+					deferred = append(deferred, idx)
+					continue
+				}
+			}
+		} else {
+			idx = deferred[i-n]
+		}
+		q := parts[idx]
 		if s.idemOn {
 			s.resolveSuspect(q)
 		}
@@ -353,7 +379,7 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 				q.mu.Unlock()
 				continue
 			}
-			d = &drained{b: br, topics: map[string]*cluster.Topic{}}
+			d = &drained{b: br, topics: map[string]*cluster.Topic{}, skipped: -1}
 			if byLeader == nil {
 				byLeader = map[int32]*drained{}
 			}
@@ -364,6 +390,9 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 			size = b.bld.Size()
 		}
 		if len(d.bs) > 0 && d.bytes+size > p.cfg.MaxRequestSize {
+			if d.skipped < 0 {
+				d.skipped = idx
+			}
 			q.mu.Unlock()
 			continue // next round
 		}
@@ -398,7 +427,16 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 	if s.txn.on {
 		s.txnAddNeeded()
 	}
+	s.deferred = deferred[:0]
 	for leader, d := range byLeader {
+		if d.skipped >= 0 {
+			if s.drainFirst == nil {
+				s.drainFirst = map[int32]int{}
+			}
+			s.drainFirst[leader] = d.skipped
+		} else {
+			delete(s.drainFirst, leader)
+		}
 		s.send(leader, d.b, d.bs, d.topics)
 		sent = true
 	}
