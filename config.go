@@ -166,7 +166,8 @@ type Config struct {
 	// DeliveryTimeout bounds the time from Send returning to the record's
 	// callback, retries included (delivery.timeout.ms). Default 120s. Must
 	// be at least Linger + RequestTimeout; if it was left at its default,
-	// Validate raises it to that sum instead of failing, as Java does.
+	// Validate raises it to that sum instead of failing, and NewProducer
+	// logs a warning saying so, as Java does.
 	DeliveryTimeout time.Duration
 
 	// RequestTimeout is how long the producer waits for a response before
@@ -457,6 +458,18 @@ type Config struct {
 	// setByName records the properties given through Set whose mere
 	// presence changes what Java derives (see Validate).
 	setByName setFlags
+
+	// warnings are what Validate changed where the Java producer logs a
+	// warning about it; NewProducer logs them.
+	warnings []string
+}
+
+// warn records a warning for NewProducer to log, once.
+func (c *Config) warn(msg string) {
+	if !slices.Contains(c.warnings, msg) {
+		// Clip: copies of a Config must not share the appended element.
+		c.warnings = append(slices.Clip(c.warnings), msg)
+	}
 }
 
 // setFlags are properties given through Set where Java's behaviour depends
@@ -607,7 +620,7 @@ func (c *Config) Idempotent() bool {
 //     and TransactionalID are trimmed (a blank TransactionalID is an
 //     error), MetadataRecoveryStrategy is trimmed and lower-cased;
 //   - DeliveryTimeout left at its default is raised to Linger +
-//     RequestTimeout when smaller;
+//     RequestTimeout when smaller (NewProducer logs a warning, as Java);
 //   - reconnect.backoff.ms given by Set without reconnect.backoff.max.ms,
 //     ReconnectBackoffMax left at its default, sets ReconnectBackoffMax =
 //     ReconnectBackoff;
@@ -840,7 +853,9 @@ func (c *Config) validateDeliveryTimeout() error {
 	explicit := c.setByName&setDeliveryTimeout != 0 || c.DeliveryTimeout != defaultDeliveryTimeout
 	if !explicit {
 		// Java keeps old configurations working: an unset delivery
-		// timeout grows to cover linger + one request.
+		// timeout grows to cover linger + one request, with a warning.
+		c.warn(fmt.Sprintf("delivery.timeout.ms (default %s ms) is below linger.ms + request.timeout.ms = %s + %s ms: using %s ms; set delivery.timeout.ms to choose the delivery timeout",
+			ms(c.DeliveryTimeout), ms(c.Linger), ms(c.RequestTimeout), ms(need)))
 		c.DeliveryTimeout = need
 		return nil
 	}

@@ -1,8 +1,10 @@
 package kprod
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"reflect"
 	"slices"
@@ -806,5 +808,57 @@ func TestConfigErrorLongValue(t *testing.T) {
 	}
 	if e.Value != long {
 		t.Error("the ConfigError lost the value")
+	}
+}
+
+// newProducerLog starts a producer from c with a logger into a buffer,
+// closes it at once, and returns what it logged. No broker is needed: the
+// producer only dials when asked for metadata.
+func newProducerLog(t *testing.T, c Config) string {
+	t.Helper()
+	var logBuf syncBuffer
+	c.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))
+	prod, err := NewProducer(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	prod.Close(ctx)
+	return logBuf.String()
+}
+
+// logLinesWith returns the lines of a log that contain s.
+func logLinesWith(log, s string) []string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestConfigDeliveryTimeoutRaisedWarns: as Java's
+// KafkaProducer.configureDeliveryTimeout, a delivery.timeout.ms left at
+// its default and raised to linger.ms + request.timeout.ms is a warning,
+// once, naming the new value.
+func TestConfigDeliveryTimeoutRaisedWarns(t *testing.T) {
+	c, err := ConfigFromProperties(map[string]string{
+		"bootstrap.servers": "localhost:9092", "linger.ms": "1000", "request.timeout.ms": "150000",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil { // twice: still one warning
+		t.Fatal(err)
+	}
+	out := newProducerLog(t, c)
+	if lines := logLinesWith(out, "delivery.timeout.ms"); len(lines) != 1 || !strings.Contains(lines[0], "151000") || !strings.Contains(lines[0], "level=WARN") {
+		t.Errorf("want one warning that delivery.timeout.ms was raised to 151000 ms, got:\n%s", out)
+	}
+	// Nothing raised, nothing said.
+	if out := newProducerLog(t, validConfig()); strings.Contains(out, "delivery.timeout.ms") {
+		t.Errorf("warning without a raise:\n%s", out)
 	}
 }

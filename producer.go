@@ -94,6 +94,9 @@ func NewProducer(cfg Config) (*Producer, error) {
 		// Quiet by default: only warnings and errors, on stderr.
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	for _, w := range cfg.warnings {
+		log.Warn(w)
+	}
 	if tlsConfig != nil && cfg.TLSConfig == nil && cfg.SSLEndpointIdentificationAlgorithm == "" {
 		// Legal, as in Java, but also what a Config written in Go without
 		// DefaultConfig gets: say so once.
