@@ -183,8 +183,8 @@ type Config struct {
 
 	// RetryBackoffMax caps the retry backoff (retry.backoff.max.ms).
 	// Default 1s. If RetryBackoff is larger, Validate lowers RetryBackoff
-	// to RetryBackoffMax, which then applies as a constant backoff (as in
-	// Java).
+	// to RetryBackoffMax, which then applies as a constant backoff, and
+	// NewProducer logs a warning (as in Java).
 	RetryBackoffMax time.Duration
 
 	// CompressionType compresses record batches: "none", "gzip", "snappy",
@@ -287,7 +287,8 @@ type Config struct {
 	// SocketConnectionSetupTimeoutMax caps the connection setup timeout
 	// (socket.connection.setup.timeout.max.ms). Default 30s. If
 	// SocketConnectionSetupTimeout is larger, Validate lowers it to this
-	// value (a constant timeout, as in Java).
+	// value (a constant timeout) and NewProducer logs a warning, as in
+	// Java.
 	SocketConnectionSetupTimeoutMax time.Duration
 
 	// SendBufferBytes is the TCP send buffer (SO_SNDBUF) size
@@ -626,7 +627,8 @@ func (c *Config) Idempotent() bool {
 //     ReconnectBackoff;
 //   - a backoff or setup timeout larger than its maximum is lowered to the
 //     maximum (RetryBackoff, ReconnectBackoff,
-//     SocketConnectionSetupTimeout).
+//     SocketConnectionSetupTimeout; for RetryBackoff and
+//     SocketConnectionSetupTimeout NewProducer logs a warning, as Java).
 //
 // Validate is idempotent: a Config that passed passes again unchanged.
 func (c *Config) Validate() error {
@@ -837,10 +839,25 @@ func (c *Config) deriveTimeouts() {
 		c.ReconnectBackoffMax = c.ReconnectBackoff
 	}
 	// Java's ExponentialBackoff starts at min(base, max): a base above the
-	// max gives a constant backoff (or timeout) of max.
-	c.RetryBackoff = min(c.RetryBackoff, c.RetryBackoffMax)
+	// max gives a constant backoff (or timeout) of max. For the retry
+	// backoff and the setup timeout Java warns about it
+	// (CommonClientConfigs.warnDisablingExponentialBackoff).
+	if c.RetryBackoff > c.RetryBackoffMax {
+		c.warn(staticWarning("retry.backoff.ms", "retry.backoff.max.ms", "backoff", c.RetryBackoff, c.RetryBackoffMax))
+		c.RetryBackoff = c.RetryBackoffMax
+	}
 	c.ReconnectBackoff = min(c.ReconnectBackoff, c.ReconnectBackoffMax)
-	c.SocketConnectionSetupTimeout = min(c.SocketConnectionSetupTimeout, c.SocketConnectionSetupTimeoutMax)
+	if c.SocketConnectionSetupTimeout > c.SocketConnectionSetupTimeoutMax {
+		c.warn(staticWarning("socket.connection.setup.timeout.ms", "socket.connection.setup.timeout.max.ms", "connection setup timeout",
+			c.SocketConnectionSetupTimeout, c.SocketConnectionSetupTimeoutMax))
+		c.SocketConnectionSetupTimeout = c.SocketConnectionSetupTimeoutMax
+	}
+}
+
+// staticWarning says that base, above its maximum, gives way to it.
+func staticWarning(base, maxProp, what string, v, maxV time.Duration) string {
+	return fmt.Sprintf("%s=%s is above %s=%s: a constant %s of %s ms applies; lower %s or raise %s",
+		base, ms(v), maxProp, ms(maxV), what, ms(maxV), base, maxProp)
 }
 
 func (c *Config) validateDeliveryTimeout() error {

@@ -862,3 +862,27 @@ func TestConfigDeliveryTimeoutRaisedWarns(t *testing.T) {
 		t.Errorf("warning without a raise:\n%s", out)
 	}
 }
+
+// TestConfigStaticBackoffWarns: as Java's
+// CommonClientConfigs.warnDisablingExponentialBackoff, a retry backoff or
+// connection setup timeout above its maximum is a warning: the maximum
+// applies, as a constant.
+func TestConfigStaticBackoffWarns(t *testing.T) {
+	c, err := ConfigFromProperties(map[string]string{
+		"bootstrap.servers": "localhost:9092", "retry.backoff.ms": "5000",
+		"socket.connection.setup.timeout.ms": "40000",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newProducerLog(t, c)
+	for _, want := range []struct{ prop, max string }{{"retry.backoff.ms", "1000"}, {"socket.connection.setup.timeout.ms", "30000"}} {
+		lines := logLinesWith(out, want.prop+"=")
+		if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], want.max) {
+			t.Errorf("want one warning that %s is above its maximum %s ms, got:\n%s", want.prop, want.max, out)
+		}
+	}
+	if out := newProducerLog(t, validConfig()); strings.Contains(out, "maximum") {
+		t.Errorf("warning with the defaults:\n%s", out)
+	}
+}
