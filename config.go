@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/kprod/kprod/kerr"
 )
@@ -705,6 +706,9 @@ func parseBootstrap(s string) (addr, reason string) {
 	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
+		if several(s) {
+			return "", `holds several addresses: separate brokers with commas ("host1:port1,host2:port2")`
+		}
 		return "", `is not "host:port" (IPv6: "[addr]:port")`
 	}
 	if host == "" {
@@ -715,6 +719,21 @@ func parseBootstrap(s string) (addr, reason string) {
 		return "", "has an invalid port; it must be 1..65535"
 	}
 	return net.JoinHostPort(host, port), ""
+}
+
+// several reports whether s is two or more valid addresses separated by
+// spaces or ';' rather than by the commas of a Java list.
+func several(s string) bool {
+	parts := strings.FieldsFunc(s, func(r rune) bool { return r == ';' || unicode.IsSpace(r) })
+	if len(parts) < 2 {
+		return false
+	}
+	for _, p := range parts {
+		if _, reason := parseBootstrap(p); reason != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // A bound is one field's allowed range. Validate walks them in the order

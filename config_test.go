@@ -886,3 +886,16 @@ func TestConfigStaticBackoffWarns(t *testing.T) {
 		t.Errorf("warning with the defaults:\n%s", out)
 	}
 }
+
+// TestConfigBootstrapWrongSeparator: brokers separated by spaces or ';'
+// instead of commas (Java's lists are comma-separated) get an error that
+// says so.
+func TestConfigBootstrapWrongSeparator(t *testing.T) {
+	for _, v := range []string{"b1:9092 b2:9092", "b1:9092;b2:9092", "b1:9092 ; b2:9092"} {
+		_, err := ConfigFromProperties(map[string]string{"bootstrap.servers": v})
+		wantConfigError(t, err, "bootstrap.servers", "separate", "commas")
+	}
+	// One address with a stray space inside is still about the address.
+	_, err := ConfigFromProperties(map[string]string{"bootstrap.servers": "b1 9092"})
+	wantConfigError(t, err, "bootstrap.servers", `"host:port"`)
+}
