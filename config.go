@@ -369,6 +369,8 @@ type Config struct {
 
 	// SSLEnabledProtocols are the TLS versions offered
 	// (ssl.enabled.protocols): TLSv1.2 and/or TLSv1.3. Default both.
+	// TLSv1 and TLSv1.1, listed with one of them (Kafka's default before
+	// 2.5), are skipped with a warning, as current JDKs skip them.
 	SSLEnabledProtocols []string
 
 	// SSLProtocol caps the TLS version (ssl.protocol): TLSv1.3, TLSv1.2,

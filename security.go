@@ -87,6 +87,10 @@ func (f OAuthTokenSourceFunc) Token(ctx context.Context) (OAuthToken, error) { r
 // TLS versions ssl.enabled.protocols and ssl.protocol take.
 var tlsVersions = map[string]uint16{"TLSv1.2": tls.VersionTLS12, "TLSv1.3": tls.VersionTLS13}
 
+// legacyTLS are the versions older configurations list in
+// ssl.enabled.protocols, skipped when a version kprod speaks is listed too.
+var legacyTLS = map[string]bool{"TLSv1": true, "TLSv1.1": true}
+
 // Defaults of the security settings, as in the Kafka 4.x Java client
 // except the store types (see SSLTruststoreType).
 const (
@@ -240,8 +244,13 @@ func (c *Config) tlsVersionRange() (lo, hi uint16, err error) {
 		}
 		return 0, 0, invalid("ssl.enabled.protocols", "", reason)
 	}
+	var legacy []string
 	for _, p := range c.SSLEnabledProtocols {
 		v, ok := tlsVersions[p]
+		if !ok && legacyTLS[p] {
+			legacy = append(legacy, p)
+			continue
+		}
 		if !ok {
 			return 0, 0, invalid("ssl.enabled.protocols", strings.Join(c.SSLEnabledProtocols, ","),
 				fmt.Sprintf("%q is not supported: kprod speaks TLSv1.2 and TLSv1.3 (older versions are insecure)", p))
@@ -250,6 +259,19 @@ func (c *Config) tlsVersionRange() (lo, hi uint16, err error) {
 			lo = v
 		}
 		hi = max(hi, v)
+	}
+	if len(legacy) > 0 {
+		// Kafka before 2.5 listed TLSv1.2,TLSv1.1,TLSv1 by default, and
+		// configurations still carry it. Java accepts the list and speaks
+		// only what the JDK allows, which has not been TLSv1 or TLSv1.1
+		// since JDK 16 (and 11.0.11): skip them, as it does.
+		if lo == 0 {
+			return 0, 0, invalid("ssl.enabled.protocols", strings.Join(c.SSLEnabledProtocols, ","),
+				fmt.Sprintf("%s: not supported, kprod speaks TLSv1.2 and TLSv1.3 (older versions are insecure); list TLSv1.2 and/or TLSv1.3",
+					strings.Join(legacy, " and ")))
+		}
+		c.warn(fmt.Sprintf("ssl.enabled.protocols=%s: %s not enabled (insecure, and disabled by current JDKs too); remove them from the list",
+			strings.Join(c.SSLEnabledProtocols, ","), strings.Join(legacy, " and ")))
 	}
 	proto := c.SSLProtocol
 	if proto == "TLS" {

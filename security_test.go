@@ -135,6 +135,22 @@ func TestSecurityTLSFromProperties(t *testing.T) {
 	}
 }
 
+// TestSecurityLegacyTLSVersionsSkipped: ssl.enabled.protocols as Kafka
+// before 2.5 defaulted it (TLSv1.2,TLSv1.1,TLSv1), which Java accepts and
+// then speaks only TLSv1.2 of, was refused; it now works, with a warning
+// that names the versions left out.
+func TestSecurityLegacyTLSVersionsSkipped(t *testing.T) {
+	c, err := ConfigFromProperties(secProps("security.protocol", "SSL", "ssl.enabled.protocols", "TLSv1.2,TLSv1.1,TLSv1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newProducerLog(t, c)
+	lines := logLinesWith(out, "ssl.enabled.protocols=")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "TLSv1.1 and TLSv1 not enabled") {
+		t.Errorf("want one warning that TLSv1.1 and TLSv1 are not enabled, got:\n%s", out)
+	}
+}
+
 func TestSecurityTLSVersionsAndSuites(t *testing.T) {
 	for _, tc := range []struct {
 		enabled, proto string
@@ -144,6 +160,9 @@ func TestSecurityTLSVersionsAndSuites(t *testing.T) {
 		{"TLSv1.2", "TLSv1.3", tls.VersionTLS12, tls.VersionTLS12},
 		{"TLSv1.3", "TLS", tls.VersionTLS13, tls.VersionTLS13},
 		{"TLSv1.2,TLSv1.3", "TLSv1.2", tls.VersionTLS12, tls.VersionTLS12},
+		// Kafka's default before 2.5: the old versions are skipped, as
+		// the JDK under Java's client skips them.
+		{"TLSv1.2,TLSv1.1,TLSv1", "TLSv1.2", tls.VersionTLS12, tls.VersionTLS12},
 	} {
 		c, err := ConfigFromProperties(secProps("security.protocol", "SSL", "ssl.enabled.protocols", tc.enabled, "ssl.protocol", tc.proto))
 		if err != nil {
@@ -340,7 +359,8 @@ func TestSecurityPropertiesBadValues(t *testing.T) {
 		{"ssl.truststore.location", ssl("ssl.truststore.location", jks), "a JKS store (Java's default"},
 		{"ssl.keystore.location", ssl("ssl.keystore.location", der), "binary (DER)"},
 		{"ssl.endpoint.identification.algorithm", ssl("ssl.endpoint.identification.algorithm", "ldaps"), `"https"`},
-		{"ssl.enabled.protocols", ssl("ssl.enabled.protocols", "TLSv1.1,TLSv1.2"), "TLSv1.2 and TLSv1.3"},
+		{"ssl.enabled.protocols", ssl("ssl.enabled.protocols", "TLSv1.1,TLSv1"), "list TLSv1.2 and/or TLSv1.3"},
+		{"ssl.enabled.protocols", ssl("ssl.enabled.protocols", "TLSv1.2,SSLv3"), "TLSv1.2 and TLSv1.3"},
 		{"ssl.enabled.protocols", ssl("ssl.enabled.protocols", "TLSv1.3", "ssl.protocol", "TLSv1.2"), "no enabled version"},
 		{"ssl.protocol", ssl("ssl.protocol", "SSLv3"), "TLSv1.3"},
 		{"ssl.cipher.suites", ssl("ssl.cipher.suites", "TLS_RSA_WITH_RC4_128_SHA"), "insecure"},
