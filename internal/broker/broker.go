@@ -30,16 +30,22 @@ type Broker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex
-	conn      *Conn         // the live connection, or nil; guarded by mu
-	prev      *Conn         // a dead connection not yet waited for, or nil; guarded by mu
-	dialing   chan struct{} // closed when the dial under way ends; guarded by mu
-	failures  int           // consecutive dial failures; guarded by mu
-	nextDial  time.Time     // no dial before this; guarded by mu
-	lastErr   error         // the last dial error; guarded by mu
-	closed    bool          // guarded by mu
-	closeErr  error         // what a request to the closed Broker fails with; guarded by mu
-	connected int           // connections made so far, for tests; guarded by mu
+	mu       sync.Mutex
+	conn     *Conn         // the live connection, or nil; guarded by mu
+	prev     *Conn         // a dead connection not yet waited for, or nil; guarded by mu
+	dialing  chan struct{} // closed when the dial under way ends; guarded by mu
+	failures int           // consecutive dial failures (the setup timeout's count); guarded by mu
+	// attempts counts the reconnect backoffs since the last successful
+	// dial, as Java's failedAttempts: a lost connection counts too, so a
+	// re-dial that fails after one waits twice reconnect.backoff.ms, while
+	// the setup timeout (failures) starts from its base again. Guarded by
+	// mu.
+	attempts  int
+	nextDial  time.Time // no dial before this; guarded by mu
+	lastErr   error     // the last dial error; guarded by mu
+	closed    bool      // guarded by mu
+	closeErr  error     // what a request to the closed Broker fails with; guarded by mu
+	connected int       // connections made so far, for tests; guarded by mu
 }
 
 // NewBroker returns a Broker for node id at addr. Nothing is dialed yet.
@@ -59,7 +65,8 @@ func (b *Broker) Addr() string { return b.addr }
 // close), the node is not dialed again before reconnect.backoff.ms (with
 // jitter) from its death, as the Java client's
 // ClusterConnectionStates.disconnected does: a connection that died
-// long ago (idle) is dialed again at once.
+// long ago (idle) is dialed again at once. The loss counts as an attempt
+// (attempts), so a re-dial that fails then backs off twice as long.
 //
 // The dead connection's goroutines are ending on their own; it is kept in
 // prev so that the next dial, or Close, waits for them: every goroutine
@@ -68,7 +75,8 @@ func (b *Broker) liveLocked() *Conn {
 	if b.conn != nil && b.conn.Dead() {
 		b.prev = b.conn
 		b.conn = nil
-		b.nextDial = b.prev.DiedAt().Add(b.backoffLocked(0))
+		b.nextDial = b.prev.DiedAt().Add(b.backoffLocked(b.attempts))
+		b.attempts++
 	}
 	return b.conn
 }
@@ -287,10 +295,12 @@ func (b *Broker) startDialLocked() {
 		if err != nil {
 			b.failures++
 			b.lastErr = err
-			b.nextDial = time.Now().Add(b.backoffLocked(b.failures - 1))
+			b.nextDial = time.Now().Add(b.backoffLocked(b.attempts))
+			b.attempts++
 		} else {
 			b.conn = c
 			b.failures = 0
+			b.attempts = 0
 			b.lastErr = nil
 			b.nextDial = time.Time{}
 			b.connected++

@@ -468,3 +468,74 @@ func TestOnDisconnect(t *testing.T) {
 		expect("closed or retired with a live connection", 0)
 	}
 }
+
+// After a connection that was up dies, the reconnect backoff goes on
+// doubling from there, as Java's ClusterConnectionStates.disconnected
+// counts the loss as a failed attempt: reconnect.backoff.ms after the
+// loss, twice that after the first failed re-dial, and so on. The setup
+// timeout, whose count a loss resets, stays at its base for that dial.
+func TestReconnectBackoffAfterLostConnection(t *testing.T) {
+	kc := newCluster(t)
+	addr := kc.ListenAddrs()[0]
+	cfg := testConfig()
+	cfg.ReconnectBackoff = 40 * time.Millisecond
+	cfg.ReconnectBackoffMax = 10 * time.Second
+	cfg.SetupTimeout, cfg.SetupTimeoutMax = time.Second, 8*time.Second
+	var mu sync.Mutex
+	var conns []net.Conn
+	var timeouts []time.Duration
+	refuse := false
+	cfg.Dial = func(ctx context.Context, network, a string) (net.Conn, error) {
+		dl, _ := ctx.Deadline()
+		mu.Lock()
+		defer mu.Unlock()
+		timeouts = append(timeouts, time.Until(dl))
+		if refuse {
+			return nil, errors.New("connection refused (the test's)")
+		}
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, network, a)
+		if err == nil {
+			conns = append(conns, nc)
+		}
+		return nc, err
+	}
+	b := NewBroker(1, addr, cfg)
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := b.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	refuse = true
+	conns[0].Close()
+	mu.Unlock()
+	<-c.Done()
+	until := b.BackoffUntil()
+	if d := until.Sub(c.DiedAt()); !within(d, d, cfg.ReconnectBackoff, cfg.ReconnectBackoffMax) {
+		t.Errorf("backoff after the loss: %v, want %v ±20%%", d, cfg.ReconnectBackoff)
+	}
+	for i := 1; i <= 3; i++ {
+		time.Sleep(time.Until(until) + time.Millisecond)
+		before := time.Now()
+		if _, err := b.Connect(ctx); !errors.Is(err, kerr.ErrDial) {
+			t.Fatalf("re-dial %d: err = %v, want ErrDial", i, err)
+		}
+		after := time.Now()
+		until = b.BackoffUntil()
+		want := cfg.ReconnectBackoff << i
+		if lo, hi := until.Sub(after), until.Sub(before); !within(lo, hi, want, cfg.ReconnectBackoffMax) {
+			t.Errorf("failed re-dial %d: backoff in [%v, %v], want %v ±20%% (Java: reconnect.backoff.ms × 2^%d)", i, lo, hi, want, i)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Dial 0 connected; dial 1 is the first after the loss.
+	for i, want := range []time.Duration{time.Second, time.Second, 2 * time.Second, 4 * time.Second} {
+		if got := timeouts[i]; !within(got, got+50*time.Millisecond, want, cfg.SetupTimeoutMax) {
+			t.Errorf("dial %d: setup timeout %v, want %v ±20%%", i, got, want)
+		}
+	}
+}
