@@ -295,6 +295,12 @@ func (b *Broker) startDialLocked() {
 		if err != nil {
 			b.failures++
 			b.lastErr = err
+			if refused(err) {
+				// Java's NetworkClient counts such a failure twice
+				// (disconnected, then authenticationFailed): a broker
+				// that refuses our credentials is asked again later.
+				b.attempts++
+			}
 			b.nextDial = time.Now().Add(b.backoffLocked(b.attempts))
 			b.attempts++
 		} else {
@@ -319,6 +325,13 @@ func (b *Broker) startDialLocked() {
 			b.cfg.OnStateChange(b.id)
 		}
 	}()
+}
+
+// refused reports a dial the broker refused for our credentials or our
+// TLS (Java's AUTHENTICATION_FAILED state, which TLS handshake failures
+// reach too): not a failure a retry may not meet again (ErrDial).
+func refused(err error) bool {
+	return (errors.Is(err, kerr.ErrAuthentication) || errors.Is(err, kerr.ErrTLS)) && !errors.Is(err, kerr.ErrDial)
 }
 
 // backoffLocked is reconnect.backoff.ms × 2^n, ±20%, at most the max.

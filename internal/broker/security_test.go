@@ -17,6 +17,7 @@ import (
 	"github.com/kprod/kprod/internal/testpki"
 	"github.com/kprod/kprod/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // scramCluster is a kfake cluster with SASL/SCRAM-SHA-256 sessions of
@@ -287,5 +288,39 @@ func TestCloseStopsHangingReauthentication(t *testing.T) {
 	conn.Close()
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("Close took %v behind a hanging token source (request.timeout.ms %v)", d, cfg.RequestTimeout)
+	}
+}
+
+// A dial the broker refuses for its credentials counts twice toward the
+// reconnect backoff, as in Java, where NetworkClient.processDisconnection
+// calls both disconnected and authenticationFailed, each of which backs
+// off once more: reconnect.backoff.ms × 2, then × 8.
+func TestAuthenticationFailureBacksOffTwice(t *testing.T) {
+	c, cfg, m := scramCluster(t, "0")
+	// A broker answers a wrong password with SASL_AUTHENTICATION_FAILED
+	// (kfake would just close the connection).
+	c.ControlKey(int16(kmsg.SASLAuthenticate), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		return resp, nil, true
+	})
+	cfg.SASL = m
+	cfg.ReconnectBackoff, cfg.ReconnectBackoffMax = 25*time.Millisecond, 10*time.Second
+	b := NewBroker(1, c.ListenAddrs()[0], cfg)
+	defer b.Close()
+	for i, n := range []int{1, 3, 5} {
+		before := time.Now()
+		_, err := b.Connect(context.Background())
+		after := time.Now()
+		if !errors.Is(err, kerr.ErrAuthentication) {
+			t.Fatalf("dial %d: err = %v, want ErrAuthentication", i, err)
+		}
+		until := b.BackoffUntil()
+		want := cfg.ReconnectBackoff << n
+		if lo, hi := until.Sub(after), until.Sub(before); !within(lo, hi, want, cfg.ReconnectBackoffMax) {
+			t.Errorf("authentication failure %d: backoff in [%v, %v], want %v ±20%%", i+1, lo, hi, want)
+		}
+		time.Sleep(time.Until(until) + time.Millisecond)
 	}
 }
