@@ -84,14 +84,27 @@ func Parse(text string) ([]Block, error) {
 	return out, nil
 }
 
-// Certificates returns the X.509 certificates among blocks.
+// Certificates returns the X.509 certificates among blocks: CERTIFICATE,
+// the old X509 CERTIFICATE, and OpenSSL's TRUSTED CERTIFICATE (openssl
+// x509 -trustout, RHEL's ca-bundle.trust.crt), whose trust settings after
+// the certificate are ignored, as Java's PEM store reads every block
+// whose label ends in CERTIFICATE and only the certificate of each.
 func Certificates(blocks []Block) ([]*x509.Certificate, error) {
 	var out []*x509.Certificate
 	for i, b := range blocks {
-		if b.Type != "CERTIFICATE" {
+		der := b.Bytes
+		switch b.Type {
+		case "CERTIFICATE", "X509 CERTIFICATE":
+		case "TRUSTED CERTIFICATE":
+			var first asn1.RawValue
+			if _, err := asn1.Unmarshal(der, &first); err != nil {
+				return nil, fmt.Errorf("certificate %d (TRUSTED CERTIFICATE): %w", i+1, err)
+			}
+			der = first.FullBytes
+		default:
 			continue
 		}
-		c, err := x509.ParseCertificate(b.Bytes)
+		c, err := x509.ParseCertificate(der)
 		if err != nil {
 			return nil, fmt.Errorf("certificate %d: %w", i+1, err)
 		}

@@ -141,3 +141,38 @@ func TestEncryptedUnsupportedKey(t *testing.T) {
 		t.Errorf("Ed448 key with a wrong password: %v, want ErrWrongPassword", err)
 	}
 }
+
+// TestTrustedCertificate: OpenSSL's TRUSTED CERTIFICATE blocks (openssl
+// x509 -trustout; RHEL's ca-bundle.trust.crt), a certificate followed by
+// trust settings, and the old X509 CERTIFICATE label are certificates, as
+// Java's PEM store reads every block whose label ends in CERTIFICATE.
+func TestTrustedCertificate(t *testing.T) {
+	testpki.NeedOpenSSL(t)
+	ca := testpki.NewCA(t, "trusted-ca")
+	dir := t.TempDir()
+	in := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(in, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.DER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("openssl", "x509", "-in", in, "-trustout", "-addtrust", "serverAuth").Output()
+	if err != nil {
+		t.Fatalf("openssl x509 -trustout: %v", err)
+	}
+	if !strings.Contains(string(out), "BEGIN TRUSTED CERTIFICATE") {
+		t.Fatalf("openssl wrote no TRUSTED CERTIFICATE:\n%s", out)
+	}
+	old := pem.EncodeToMemory(&pem.Block{Type: "X509 CERTIFICATE", Bytes: ca.DER})
+	for name, text := range map[string]string{"TRUSTED CERTIFICATE": string(out), "X509 CERTIFICATE": string(old)} {
+		blocks, err := Parse(text)
+		if err != nil {
+			t.Fatalf("%s: Parse: %v", name, err)
+		}
+		certs, err := Certificates(blocks)
+		if err != nil {
+			t.Fatalf("%s: Certificates: %v", name, err)
+		}
+		if len(certs) != 1 || !certs[0].Equal(ca.Cert) {
+			t.Errorf("%s: got %d certificates, want the CA's", name, len(certs))
+		}
+	}
+}
