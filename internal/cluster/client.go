@@ -84,6 +84,7 @@ type Client struct {
 	trigger   chan struct{} // cap 1: a refresh is wanted
 	newTopic  chan struct{} // cap 1: a topic was added or revived: refresh without the backoff
 	quit      chan struct{}
+	closed    bool // Close took the brokers; guarded by mu
 	closeOnce sync.Once
 	ctx       context.Context // ends requests under way on Close
 	cancel    context.CancelFunc
@@ -934,6 +935,7 @@ func (c *Client) close() {
 	}
 	c.bootstrap, c.retired = nil, nil
 	c.brokers = map[int32]*broker.Broker{}
+	c.closed = true // no Broker joins after this: nothing would close it
 	c.mu.Unlock()
 	for _, b := range all {
 		b.Close()

@@ -26,6 +26,12 @@ type LeaderHint struct {
 func (c *Client) UpdateLeaders(hints []LeaderHint, nodes []BrokerInfo) []LeaderHint {
 	var applied []LeaderHint
 	c.mu.Lock()
+	if c.closed {
+		// The sender still handles answers after a forced Close; a
+		// Broker added now would outlive the Client.
+		c.mu.Unlock()
+		return nil
+	}
 	old := c.snap.Load()
 	s := *old // copied on write below: the old snapshot stays as it was
 	copied := map[string]bool{}

@@ -114,3 +114,20 @@ func TestMetadataKeepsNewerLeaders(t *testing.T) {
 		}
 	}
 }
+
+// A hint that arrives after Close (the producer's sender still handles
+// answers after a forced Close) adds no Broker: Close has closed them
+// all, and one added later would outlive the Client.
+func TestUpdateLeadersAfterClose(t *testing.T) {
+	kc := newCluster(t, kfake.SeedTopics(1, "moving"))
+	c := newClient(t, testConfig(kc.ListenAddrs()...))
+	if _, err := c.WaitTopic(ctxFor(t, 5*time.Second), "moving"); err != nil {
+		t.Fatal(err)
+	}
+	p0 := c.Snapshot().Topics["moving"].Partitions[0]
+	c.Close()
+	hint := []LeaderHint{{Topic: "moving", Partition: 0, Leader: 7, Epoch: p0.LeaderEpoch + 1}}
+	if got := c.UpdateLeaders(hint, []BrokerInfo{{ID: 7, Host: "127.0.0.1", Port: 1}}); len(got) != 0 || c.Broker(7) != nil {
+		t.Fatalf("after Close: applied %+v, broker 7 %v; want nothing", got, c.Broker(7))
+	}
+}
