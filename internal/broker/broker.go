@@ -283,12 +283,14 @@ func (b *Broker) startDialLocked() {
 		b.mu.Lock()
 		b.dialing = nil
 		closed := b.closed
+		var orphan *Conn
 		if closed {
 			// Closed or retired while dialing: say so, not what the
-			// cancelled dial ran into.
+			// cancelled dial ran into. The new connection is closed
+			// below, without b.mu: closing takes its locks and waits
+			// for its goroutines.
 			if err == nil {
-				c.quiet.Store(true) // as in close: no OnDisconnect
-				c.closeWith(b.closeErr)
+				orphan = c
 			}
 			c, err = nil, b.closeErr
 		}
@@ -311,8 +313,13 @@ func (b *Broker) startDialLocked() {
 			b.nextDial = time.Time{}
 			b.connected++
 		}
+		closeErr := b.closeErr
 		close(done)
 		b.mu.Unlock()
+		if orphan != nil {
+			orphan.quiet.Store(true) // as in close: no OnDisconnect
+			orphan.closeWith(closeErr)
+		}
 		if err != nil {
 			b.cfg.Logger.Debug("dial failed", "broker", b.id, "addr", b.addr, "err", err)
 			if b.cfg.OnDisconnect != nil && !closed && !errors.Is(err, kerr.ErrClosed) {
