@@ -41,7 +41,7 @@ type Metrics struct {
 	RecordQueueTimeMax   float64 // record-queue-time-max (ms)
 	RecordRetryRate      float64 // record-retry-rate: records retried per second
 	RecordRetryTotal     int64   // record-retry-total
-	RecordErrorRate      float64 // record-error-rate: records failed per second (not those a transaction abort, a fatal error or a forced Close aborted, as in Java)
+	RecordErrorRate      float64 // record-error-rate: records failed per second (not those a transaction abort, a fatal error or a forced Close aborted, nor Sends refused by a closed producer or outside a transaction, as in Java)
 	RecordErrorTotal     int64   // record-error-total
 	BatchSplitRate       float64 // batch-split-rate: batches split after MESSAGE_TOO_LARGE, per second
 	BatchSplitTotal      int64   // batch-split-total

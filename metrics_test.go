@@ -336,3 +336,31 @@ func TestMetricsBufferPoolWaitRatio(t *testing.T) {
 		t.Errorf("Map()[bufferpool-wait-ratio] = %v", got)
 	}
 }
+
+// A transactional Send refused because no transaction is open is not a
+// record error: Java's send throws IllegalStateException for it
+// (TransactionManager.maybeAddPartition), which doSend does not record in
+// its errors sensor, as for a Send on a closed producer. An abortable
+// transaction's refusal (Java: KafkaException) still counts.
+func TestMetricsSendOutsideTransactionIsNoError(t *testing.T) {
+	c := newFake(t, 1)
+	p := newTxnProducer(t, testConfig(c), "outside-txn", false)
+	ctx := ctxT(t, 30*time.Second)
+	send := func() error {
+		var got error
+		p.Send(ctx, &Record{Topic: "t", Value: []byte("v")}, func(_ *Record, err error) { got = err })
+		return got
+	}
+	if err := send(); !errors.Is(err, ErrTransactionState) {
+		t.Fatalf("Send before InitTransactions: %v, want ErrTransactionState", err)
+	}
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(); !errors.Is(err, ErrTransactionState) {
+		t.Fatalf("Send before BeginTransaction: %v, want ErrTransactionState", err)
+	}
+	if m := p.Metrics(); m.RecordErrorTotal != 0 {
+		t.Errorf("record-error-total %d after Sends outside a transaction, want 0", m.RecordErrorTotal)
+	}
+}

@@ -226,9 +226,14 @@ func (p *Producer) sendWith(ctx context.Context, r *Record, cb func(*Record, err
 	if gen, err := p.send(ctx, r, cb); err != nil {
 		// As Java's send: a record that fails before it is buffered
 		// counts in record-error-total (not in record-send-total), but
-		// for a Send on a closed producer (Java's IllegalStateException).
+		// for Java's IllegalStateExceptions, which its doSend does not
+		// count: a Send on a closed producer, and a transactional Send
+		// refused because no transaction is open or a commit or abort
+		// is ending it (TransactionManager.maybeAddPartition). A refusal
+		// for an abortable or fatal transaction (Java's KafkaException)
+		// counts.
 		var closed *sendClosedError
-		if !errors.As(err, &closed) {
+		if !errors.As(err, &closed) && !txnStateRefusal(err) {
 			p.metrics.errors.add(time.Now(), 1)
 		}
 		if r != nil {
@@ -239,6 +244,13 @@ func (p *Producer) sendWith(ctx context.Context, r *Record, cb func(*Record, err
 		}
 		cb(r, err)
 	}
+}
+
+// txnStateRefusal reports whether err is a transactional Send's refusal
+// for the transaction's state (ErrTransactionState: none open, or one
+// being committed or aborted), not for its failure.
+func txnStateRefusal(err error) bool {
+	return errors.Is(err, kerr.ErrTransactionState) && !errorsIsAbortable(err) && !errorsIsFatal(err)
 }
 
 // sendClosedError is Send's error once Close has begun, before the
