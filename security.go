@@ -73,7 +73,8 @@ type OAuthToken struct {
 // that (KIP-368) with the token Token returns then. An error fails a new
 // connection (tried again after reconnect.backoff.ms); on a
 // re-authentication the current session goes on and Token is asked again
-// shortly, while the session lasts.
+// shortly, while the session lasts. A panic in Token is recovered and
+// fails the login as a refused one does (kerr.ErrAuthentication).
 type OAuthTokenSource interface {
 	Token(ctx context.Context) (OAuthToken, error)
 }

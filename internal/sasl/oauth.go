@@ -42,6 +42,19 @@ type SourceError struct{ Err error }
 func (e *SourceError) Error() string { return "OAUTHBEARER: the token source failed: " + e.Err.Error() }
 func (e *SourceError) Unwrap() error { return e.Err }
 
+// token calls the user's token source. A panic in it (a bug there, not
+// an identity provider away for a moment) is an error, not a crash of the
+// goroutine that dials, and is not tried again as a SourceError is.
+func (o OAuthBearer) token(ctx context.Context) (tok Token, panicked bool, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			tok, panicked, err = Token{}, true, fmt.Errorf("OAUTHBEARER: the token source panicked: %v (fix Config.SASLOAuthTokenSource)", v)
+		}
+	}()
+	tok, err = o.Source(ctx)
+	return tok, false, err
+}
+
 // Name returns "OAUTHBEARER".
 func (OAuthBearer) Name() string { return "OAUTHBEARER" }
 
@@ -82,7 +95,10 @@ func (o OAuthBearer) Start(ctx context.Context) (Session, []byte, error) {
 	if o.Source == nil {
 		return nil, nil, errors.New("OAUTHBEARER: no token source")
 	}
-	tok, err := o.Source(ctx)
+	tok, panicked, err := o.token(ctx)
+	if panicked {
+		return nil, nil, err
+	}
 	if err != nil {
 		return nil, nil, &SourceError{Err: err}
 	}

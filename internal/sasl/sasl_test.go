@@ -344,3 +344,16 @@ func TestUnsecuredToken(t *testing.T) {
 		}
 	}
 }
+
+// A token source that panics fails the login with an error that says so;
+// the panic does not take down the goroutine that dials, and the error is
+// not a SourceError (tried again as an identity provider away for a
+// moment would be).
+func TestOAuthBearerSourcePanics(t *testing.T) {
+	m := OAuthBearer{Source: func(context.Context) (Token, error) { panic("no token today") }}
+	_, _, err := m.Start(context.Background())
+	var se *SourceError
+	if err == nil || !strings.Contains(err.Error(), "panicked: no token today") || errors.As(err, &se) {
+		t.Fatalf("Start with a panicking source: %v, want an error naming the panic, not a SourceError", err)
+	}
+}
