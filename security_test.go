@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -232,16 +231,7 @@ func TestSecurityNoHostnameCheck(t *testing.T) {
 
 	// The producer says once that host names are not checked (a Config
 	// built in Go without DefaultConfig gets this silently otherwise).
-	var logBuf syncBuffer
-	c.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))
-	prod, err := NewProducer(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	prod.Close(ctx)
-	if out := logBuf.String(); strings.Count(out, "TLS without hostname verification") != 1 || !strings.Contains(out, "level=WARN") {
+	if out := newProducerLog(t, c); strings.Count(out, "TLS without hostname verification") != 1 || !strings.Contains(out, "level=WARN") {
 		t.Errorf("no single warning about hostname verification:\n%s", out)
 	}
 }

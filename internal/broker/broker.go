@@ -334,9 +334,10 @@ func (b *Broker) startDialLocked() {
 	}()
 }
 
-// refused reports a dial the broker refused for our credentials or our
-// TLS (Java's AUTHENTICATION_FAILED state, which TLS handshake failures
-// reach too): not a failure a retry may not meet again (ErrDial).
+// refused reports a dial that reached the broker and was refused for our
+// credentials or our TLS (Java's AUTHENTICATION_FAILED state, which TLS
+// handshake failures reach too), as opposed to one that did not reach it
+// (ErrDial).
 func refused(err error) bool {
 	return (errors.Is(err, kerr.ErrAuthentication) || errors.Is(err, kerr.ErrTLS)) && !errors.Is(err, kerr.ErrDial)
 }

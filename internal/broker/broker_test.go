@@ -387,30 +387,57 @@ func TestIdleCloseNeverFailsAcceptedRequest(t *testing.T) {
 	}
 }
 
+// lossyDialer dials for real and keeps what it dialed, so that a test can
+// cut the first connection and have the dials after it refused.
+type lossyDialer struct {
+	mu       sync.Mutex
+	conns    []net.Conn
+	timeouts []time.Duration // per dial, what its ctx had left: the setup timeout
+	refuse   bool
+}
+
+func (d *lossyDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	dl, _ := ctx.Deadline()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.timeouts = append(d.timeouts, time.Until(dl))
+	if d.refuse {
+		return nil, errors.New("connection refused (the test's)")
+	}
+	var nd net.Dialer
+	nc, err := nd.DialContext(ctx, network, addr)
+	if err == nil {
+		d.conns = append(d.conns, nc)
+	}
+	return nc, err
+}
+
+// lose closes the first connection dialed and refuses every dial from now
+// on, as one step: no dial falls between the two.
+func (d *lossyDialer) lose() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refuse = true
+	d.conns[0].Close()
+}
+
+// accept lets dials through again.
+func (d *lossyDialer) accept() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refuse = false
+}
+
 // OnDisconnect reports a connection lost and a dial that failed (the
 // cluster then asks for new metadata, as Java's handleServerDisconnect
 // does), but not a Broker closed or retired on purpose.
 func TestOnDisconnect(t *testing.T) {
 	kc := newCluster(t)
 	addr := kc.ListenAddrs()[0]
-	var mu sync.Mutex
-	var conns []net.Conn
-	refuse := false
+	var dialer lossyDialer
 	cfg := testConfig()
 	cfg.ReconnectBackoff, cfg.ReconnectBackoffMax = time.Millisecond, time.Millisecond
-	cfg.Dial = func(ctx context.Context, network, a string) (net.Conn, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if refuse {
-			return nil, errors.New("connection refused (the test's)")
-		}
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, network, a)
-		if err == nil {
-			conns = append(conns, nc)
-		}
-		return nc, err
-	}
+	cfg.Dial = dialer.dial
 	calls := make(chan int32, 16)
 	cfg.OnDisconnect = func(id int32) { calls <- id }
 	// expect waits up to 10 s for want calls, then 200 ms for any more.
@@ -444,10 +471,7 @@ func TestOnDisconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("connected", 0)
-	mu.Lock()
-	conns[0].Close() // the connection is lost
-	refuse = true    // and the broker is gone
-	mu.Unlock()
+	dialer.lose() // the connection is lost, and the broker is gone
 	expect("connection lost", 1)
 	if _, err := b.Connect(ctx); err == nil {
 		t.Fatal("Connect to a refusing broker succeeded")
@@ -456,9 +480,7 @@ func TestOnDisconnect(t *testing.T) {
 	b.Close()
 	expect("closed", 0)
 
-	mu.Lock()
-	refuse = false
-	mu.Unlock()
+	dialer.accept()
 	for _, end := range []func(*Broker){(*Broker).Close, (*Broker).Retire} {
 		b := NewBroker(8, addr, cfg)
 		if _, err := b.Connect(ctx); err != nil {
@@ -481,25 +503,8 @@ func TestReconnectBackoffAfterLostConnection(t *testing.T) {
 	cfg.ReconnectBackoff = 40 * time.Millisecond
 	cfg.ReconnectBackoffMax = 10 * time.Second
 	cfg.SetupTimeout, cfg.SetupTimeoutMax = time.Second, 8*time.Second
-	var mu sync.Mutex
-	var conns []net.Conn
-	var timeouts []time.Duration
-	refuse := false
-	cfg.Dial = func(ctx context.Context, network, a string) (net.Conn, error) {
-		dl, _ := ctx.Deadline()
-		mu.Lock()
-		defer mu.Unlock()
-		timeouts = append(timeouts, time.Until(dl))
-		if refuse {
-			return nil, errors.New("connection refused (the test's)")
-		}
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, network, a)
-		if err == nil {
-			conns = append(conns, nc)
-		}
-		return nc, err
-	}
+	var dialer lossyDialer
+	cfg.Dial = dialer.dial
 	b := NewBroker(1, addr, cfg)
 	defer b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -508,10 +513,7 @@ func TestReconnectBackoffAfterLostConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	refuse = true
-	conns[0].Close()
-	mu.Unlock()
+	dialer.lose()
 	<-c.Done()
 	until := b.BackoffUntil()
 	if d := until.Sub(c.DiedAt()); !within(d, d, cfg.ReconnectBackoff, cfg.ReconnectBackoffMax) {
@@ -530,11 +532,11 @@ func TestReconnectBackoffAfterLostConnection(t *testing.T) {
 			t.Errorf("failed re-dial %d: backoff in [%v, %v], want %v ±20%% (Java: reconnect.backoff.ms × 2^%d)", i, lo, hi, want, i)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	dialer.mu.Lock()
+	defer dialer.mu.Unlock()
 	// Dial 0 connected; dial 1 is the first after the loss.
 	for i, want := range []time.Duration{time.Second, time.Second, 2 * time.Second, 4 * time.Second} {
-		if got := timeouts[i]; !within(got, got+50*time.Millisecond, want, cfg.SetupTimeoutMax) {
+		if got := dialer.timeouts[i]; !within(got, got+50*time.Millisecond, want, cfg.SetupTimeoutMax) {
 			t.Errorf("dial %d: setup timeout %v, want %v ±20%%", i, got, want)
 		}
 	}
