@@ -363,4 +363,17 @@ func TestMetricsSendOutsideTransactionIsNoError(t *testing.T) {
 	if m := p.Metrics(); m.RecordErrorTotal != 0 {
 		t.Errorf("record-error-total %d after Sends outside a transaction, want 0", m.RecordErrorTotal)
 	}
+
+	// A record too large fails in Send and makes the transaction
+	// abortable; the Send after it is refused for that, and both count.
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	p.Send(ctx, &Record{Topic: "t", Value: make([]byte, testConfig(c).MaxRequestSize+1)}, nil)
+	if err := send(); !errors.Is(err, ErrTransactionAbortable) {
+		t.Fatalf("Send in an abortable transaction: %v, want ErrTransactionAbortable", err)
+	}
+	if m := p.Metrics(); m.RecordErrorTotal != 2 {
+		t.Errorf("record-error-total %d after a too-large record and a Send refused for the abortable transaction, want 2", m.RecordErrorTotal)
+	}
 }
