@@ -701,6 +701,7 @@ func TestDrainTakesTurnsWithinALeader(t *testing.T) {
 	var mu sync.Mutex
 	var seq []int32 // partition of each produce request to the leader
 	var hold atomic.Bool
+	held := make(chan struct{}, 1) // the hook holds a request now
 	release, open := gate(t)
 	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -716,6 +717,7 @@ func TestDrainTakesTurnsWithinALeader(t *testing.T) {
 		}
 		mu.Unlock()
 		if hold.Load() {
+			held <- struct{}{}
 			c.SleepControl(func() { <-release })
 		}
 		return nil, nil, false
@@ -750,7 +752,14 @@ func TestDrainTakesTurnsWithinALeader(t *testing.T) {
 		})
 	}
 	send(a)
-	waitInFlight(t, p, 1)
+	// Once the hook holds it, not merely once it is in flight: a request
+	// that reached the leader after hold was cleared would not be held,
+	// and the batches below would go as they fill instead of queueing.
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the leader's produce request never reached the hook")
+	}
 	hold.Store(false)
 	mu.Lock()
 	seq = seq[:0] // from here: the requests after the held one
