@@ -281,6 +281,12 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 		skipped int // index of the first partition that did not fit, or -1
 	}
 	var byLeader map[int32]*drained
+	// mutedFirst: leader → the first partition of it with batches queued
+	// that waited because it is muted (its batch in flight, below). When
+	// nothing was left out of the leader's request for size, it goes
+	// first next time: its batch was answered by now, or is about to be,
+	// and it had its turn taken by a partition that was free.
+	var mutedFirst map[int32]int
 	notReady := map[int32]bool{}
 	needMeta := false
 
@@ -329,6 +335,14 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 		}
 		if (p.guaranteeOrder || q.splitting > 0) && q.inflight > 0 {
 			q.mu.Unlock() // muted until its batch in flight completes
+			if leader := snap.Leader(q.topic.name, q.partition); leader >= 0 {
+				if _, ok := mutedFirst[leader]; !ok {
+					if mutedFirst == nil {
+						mutedFirst = map[int32]int{}
+					}
+					mutedFirst[leader] = idx
+				}
+			}
 			continue
 		}
 		if s.txn.on && !s.txnMayDrain(q, b) {
@@ -429,11 +443,15 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 	}
 	s.deferred = deferred[:0]
 	for leader, d := range byLeader {
-		if d.skipped >= 0 {
+		first := d.skipped
+		if m, ok := mutedFirst[leader]; ok && first < 0 {
+			first = m
+		}
+		if first >= 0 {
 			if s.drainFirst == nil {
 				s.drainFirst = map[int32]int{}
 			}
-			s.drainFirst[leader] = d.skipped
+			s.drainFirst[leader] = first
 		} else {
 			delete(s.drainFirst, leader)
 		}
