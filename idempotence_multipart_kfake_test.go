@@ -194,13 +194,18 @@ func TestIdempotentManyPartitionsExactlyOnce(t *testing.T) {
 			quit, done := make(chan struct{}), make(chan struct{})
 			go func() {
 				defer close(done)
-				tick := time.NewTicker(20 * time.Millisecond)
-				defer tick.Stop()
 				for {
+					// The first move comes 1 ms into the run, then every
+					// 20 ms: without -race the whole run may take less
+					// than 20 ms.
+					wait := 20 * time.Millisecond
+					if n.Load() == 0 {
+						wait = time.Millisecond
+					}
 					select {
 					case <-quit: // the test's end, also one that failed midway
 						return
-					case <-tick.C:
+					case <-time.After(wait):
 					}
 					if on.Load() {
 						c.ShufflePartitionLeaders()
