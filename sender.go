@@ -65,11 +65,12 @@ type sender struct {
 
 	rotate int // partition to start draining from, so none starves
 	// drainFirst: leader → index in the accumulator's parts of the first
-	// partition whose batch did not fit in that leader's last request
-	// (max.request.size); it goes first in the leader's next one, as
-	// Java's per-node drain index does, so that a leader's partitions
-	// take turns even when one batch fills a request. deferred is
-	// sendReady's scratch list of the partitions it visits after it.
+	// partition whose batches waited in that leader's last request (left
+	// out for max.request.size, or muted while its batch was in flight);
+	// it goes first in the leader's next one, as Java's per-node drain
+	// index resumes where the last drain stopped, so that a leader's
+	// partitions take turns even when one batch fills a request. deferred
+	// is sendReady's scratch list of the partitions it visits after it.
 	drainFirst map[int32]int
 	deferred   []int
 	inflight   int                 // produce requests in flight
@@ -274,19 +275,26 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 	}
 
 	type drained struct {
-		b       *broker.Broker
-		bytes   int
-		bs      []*batch
-		topics  map[string]*cluster.Topic
-		skipped int // index of the first partition that did not fit, or -1
+		b      *broker.Broker
+		bytes  int
+		bs     []*batch
+		topics map[string]*cluster.Topic
 	}
 	var byLeader map[int32]*drained
-	// mutedFirst: leader → the first partition of it with batches queued
-	// that waited because it is muted (its batch in flight, below). When
-	// nothing was left out of the leader's request for size, it goes
-	// first next time: its batch was answered by now, or is about to be,
-	// and it had its turn taken by a partition that was free.
-	var mutedFirst map[int32]int
+	// waited: leader → the first partition of it, in this pass's order,
+	// whose batches had to wait: left out of the leader's request for
+	// max.request.size, or muted (its batch in flight). It goes first in
+	// the leader's next request (drainFirst), so that the leader's
+	// partitions take turns.
+	var waited map[int32]int
+	wait := func(leader int32, idx int) {
+		if _, ok := waited[leader]; !ok {
+			if waited == nil {
+				waited = map[int32]int{}
+			}
+			waited[leader] = idx
+		}
+	}
 	notReady := map[int32]bool{}
 	needMeta := false
 
@@ -336,12 +344,7 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 		if (p.guaranteeOrder || q.splitting > 0) && q.inflight > 0 {
 			q.mu.Unlock() // muted until its batch in flight completes
 			if leader := snap.Leader(q.topic.name, q.partition); leader >= 0 {
-				if _, ok := mutedFirst[leader]; !ok {
-					if mutedFirst == nil {
-						mutedFirst = map[int32]int{}
-					}
-					mutedFirst[leader] = idx
-				}
+				wait(leader, idx)
 			}
 			continue
 		}
@@ -393,7 +396,7 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 				q.mu.Unlock()
 				continue
 			}
-			d = &drained{b: br, topics: map[string]*cluster.Topic{}, skipped: -1}
+			d = &drained{b: br, topics: map[string]*cluster.Topic{}}
 			if byLeader == nil {
 				byLeader = map[int32]*drained{}
 			}
@@ -404,9 +407,7 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 			size = b.bld.Size()
 		}
 		if len(d.bs) > 0 && d.bytes+size > p.cfg.MaxRequestSize {
-			if d.skipped < 0 {
-				d.skipped = idx
-			}
+			wait(leader, idx)
 			q.mu.Unlock()
 			continue // next round
 		}
@@ -443,11 +444,7 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 	}
 	s.deferred = deferred[:0]
 	for leader, d := range byLeader {
-		first := d.skipped
-		if m, ok := mutedFirst[leader]; ok && first < 0 {
-			first = m
-		}
-		if first >= 0 {
+		if first, ok := waited[leader]; ok {
 			if s.drainFirst == nil {
 				s.drainFirst = map[int32]int{}
 			}
