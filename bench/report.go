@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -22,6 +23,9 @@ func environment(o *options) map[string]string {
 	if out, err := exec.Command("uname", "-r").Output(); err == nil {
 		env["kernel"] = strings.TrimSpace(string(out))
 	}
+	if r := memoryNoise(pageReportingOrder, "/proc/sys/vm/dirty_expire_centisecs"); r != "" {
+		env["vm memory"] = r
+	}
 	for _, c := range allClients {
 		if c == "java" {
 			continue
@@ -35,6 +39,32 @@ func environment(o *options) map[string]string {
 		env["kafka-clients (java)"] = javaKafkaVersion(o.javaLibs)
 	}
 	return env
+}
+
+const pageReportingOrder = "/sys/module/page_reporting/parameters/page_reporting_order"
+
+// memoryNoise says whether the guest's free page reporting and the
+// kernel's writeback delay are as scripts/quiet-memory.sh leaves them:
+// with reporting on, runs on a real cluster fall into a slow state
+// whenever they allocate memory the host took back (BENCHMARKS.md, "A
+// check: what the real cluster's slow state is"). "" when neither file
+// exists (not Linux).
+func memoryNoise(orderFile, expireFile string) string {
+	var parts []string
+	if b, err := os.ReadFile(orderFile); err == nil {
+		o := strings.TrimSpace(string(b))
+		// Orders above the largest the buddy allocator has (10 on
+		// x86-64) are never reported.
+		if n, err := strconv.Atoi(o); err == nil && n > 10 {
+			parts = append(parts, "free page reporting off (order "+o+")")
+		} else {
+			parts = append(parts, "free page reporting on (order "+o+"; bench/scripts/quiet-memory.sh on stops it)")
+		}
+	}
+	if b, err := os.ReadFile(expireFile); err == nil {
+		parts = append(parts, "dirty data written back after "+strings.TrimSpace(string(b))+" cs")
+	}
+	return strings.Join(parts, "; ")
 }
 
 func loadAvg() string {

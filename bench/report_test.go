@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 )
@@ -70,5 +71,29 @@ func TestSteal(t *testing.T) {
 	}
 	if got := stealText([]summary{{Client: "kprod", Runs: 3, StealPct: -1, StealMaxPct: -1}}); !strings.Contains(got, "unknown") {
 		t.Errorf("stealText without /proc/stat = %q", got)
+	}
+}
+
+// The table's machine section says whether the VM's free page reporting
+// is on, with the script that stops it, and the writeback delay.
+func TestMemoryNoise(t *testing.T) {
+	dir := t.TempDir()
+	order, expire := dir+"/order", dir+"/expire"
+	for _, c := range []struct{ order, want string }{
+		{"9\n", "free page reporting on (order 9; bench/scripts/quiet-memory.sh on stops it); dirty data written back after 3000 cs"},
+		{"11\n", "free page reporting off (order 11); dirty data written back after 3000 cs"},
+	} {
+		if err := os.WriteFile(order, []byte(c.order), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(expire, []byte("3000\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := memoryNoise(order, expire); got != c.want {
+			t.Errorf("order %q: %q, want %q", c.order, got, c.want)
+		}
+	}
+	if got := memoryNoise(dir+"/none", dir+"/none"); got != "" {
+		t.Errorf("without the files: %q, want none", got)
 	}
 }
