@@ -62,7 +62,9 @@ func memoryNoise(orderFile, expireFile string) string {
 		}
 	}
 	if b, err := os.ReadFile(expireFile); err == nil {
-		parts = append(parts, "dirty data written back after "+strings.TrimSpace(string(b))+" cs")
+		if cs, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			parts = append(parts, fmt.Sprintf("dirty data written back after %g s", float64(cs)/100))
+		}
 	}
 	return strings.Join(parts, "; ")
 }

@@ -80,8 +80,8 @@ func TestMemoryNoise(t *testing.T) {
 	dir := t.TempDir()
 	order, expire := dir+"/order", dir+"/expire"
 	for _, c := range []struct{ order, want string }{
-		{"9\n", "free page reporting on (order 9; bench/scripts/quiet-memory.sh on stops it); dirty data written back after 3000 cs"},
-		{"11\n", "free page reporting off (order 11); dirty data written back after 3000 cs"},
+		{"9\n", "free page reporting on (order 9; bench/scripts/quiet-memory.sh on stops it); dirty data written back after 30 s"},
+		{"11\n", "free page reporting off (order 11); dirty data written back after 30 s"},
 	} {
 		if err := os.WriteFile(order, []byte(c.order), 0o644); err != nil {
 			t.Fatal(err)
