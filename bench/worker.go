@@ -107,39 +107,34 @@ func (a *acker) ack(sent time.Time, err error) {
 }
 
 // wait returns once every record sent so far is acknowledged. Only the
-// sending goroutine calls it.
+// sending goroutine calls it. No wake-up is lost: the acknowledgement that
+// reaches the target either comes before a check of left, which then
+// sees it, or signals idle after; a signal left over from an earlier wait
+// only costs one more check.
 func (a *acker) wait(ctx context.Context) error {
 	a.mu.Lock()
 	a.target = a.sent
-	done := a.acked >= a.target
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
 		a.target = noTarget
 		a.mu.Unlock()
 	}()
-	if done {
-		return nil
-	}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	for a.left() > 0 {
 		select {
 		case <-a.idle:
-		case <-tick.C: // covers an acknowledgement that overshot the target
 		case <-ctx.Done():
-			a.mu.Lock()
-			left := a.sent - a.acked
-			a.mu.Unlock()
-			return fmt.Errorf("%d records still unacknowledged: %w", left, ctx.Err())
-		}
-		a.mu.Lock()
-		done := a.acked >= a.target
-		a.mu.Unlock()
-		if done {
-			return nil
+			return fmt.Errorf("%d records still unacknowledged: %w", a.left(), ctx.Err())
 		}
 	}
+	return nil
+}
+
+// left is how many of the records sent are not acknowledged yet.
+func (a *acker) left() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sent - a.acked
 }
 
 func (a *acker) reset() {
