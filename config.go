@@ -431,7 +431,10 @@ type Config struct {
 	// attributes; a few rare events at info level: transactions
 	// initialized, a rebootstrap, an epoch recovered; warnings and errors
 	// otherwise). nil logs warnings and errors to stderr;
-	// slog.New(slog.DiscardHandler) silences it. No Java property.
+	// slog.New(slog.DiscardHandler) silences it. A few rare events are
+	// logged while the producer holds a lock of its own, so a handler
+	// must not call the Producer, and should not block for long. No Java
+	// property.
 	Logger *slog.Logger
 
 	// Dial opens connections to brokers; nil uses a net.Dialer. For
