@@ -795,3 +795,89 @@ func TestDrainTakesTurnsWithinALeader(t *testing.T) {
 		}
 	}
 }
+
+// When a leader gets a request, the first batch of each of its other
+// partitions goes in it too, lingering or not, as Java's drain takes the
+// first batch of every partition of a ready node: a partition still in
+// linger.ms must not wait out its linger, and cost a request of its own,
+// while its leader is being written to anyway. A partition of another
+// leader keeps lingering.
+func TestDrainTakesLingeringBatchesOfAReadyLeader(t *testing.T) {
+	c := newFake(t, 6)
+	a, b, other := int32(-1), int32(-1), int32(-1)
+	for i := range int32(6) {
+		for j := i + 1; j < 6 && a < 0; j++ {
+			if c.LeaderFor("t", i) == c.LeaderFor("t", j) {
+				a, b = i, j
+			}
+		}
+	}
+	if a < 0 {
+		t.Fatal("no two partitions share a leader among 6 on 3 brokers")
+	}
+	for i := range int32(6) {
+		if c.LeaderFor("t", i) != c.LeaderFor("t", a) {
+			other = i
+		}
+	}
+	var mu sync.Mutex
+	var reqs [][]int32 // partitions of each produce request
+	c.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		var parts []int32
+		for _, rt := range r.(*kmsg.ProduceRequest).Topics {
+			for _, rp := range rt.Partitions {
+				parts = append(parts, rp.Partition)
+			}
+		}
+		slices.Sort(parts)
+		mu.Lock()
+		reqs = append(reqs, parts)
+		mu.Unlock()
+		return nil, nil, false
+	})
+	cfg := testConfig(c)
+	cfg.Linger = time.Hour // nothing goes for its linger in this test
+	cfg.DeliveryTimeout = 2 * time.Hour
+	cfg.BatchSize = 1000 // two 400-byte records fill a batch
+	p := newTestProducer(t, cfg)
+	ctx := ctxT(t, 20*time.Second)
+	done := func() (chan error, func(*Record, error)) {
+		ch := make(chan error, 1)
+		return ch, func(_ *Record, err error) { ch <- err }
+	}
+	bDone, bCb := done()
+	otherDone, otherCb := done()
+	p.Send(ctx, (&Record{Topic: "t", Value: []byte("b")}).ToPartition(b), bCb)
+	p.Send(ctx, (&Record{Topic: "t", Value: []byte("other")}).ToPartition(other), otherCb)
+	// The third record does not fit in a's batch: it closes it, and the
+	// batch is sendable.
+	for range 3 {
+		p.Send(ctx, (&Record{Topic: "t", Value: make([]byte, 400)}).ToPartition(a), nil)
+	}
+	select {
+	case err := <-bDone:
+		if err != nil {
+			t.Fatalf("b's record: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("b's lingering record did not go with a's full batch to their leader")
+	}
+	select {
+	case err := <-otherDone:
+		t.Fatalf("the record of another leader's partition went before its linger.ms (err %v)", err)
+	default:
+	}
+	mu.Lock()
+	got := slices.Clone(reqs)
+	mu.Unlock()
+	if !slices.ContainsFunc(got, func(ps []int32) bool { return slices.Equal(ps, []int32{min(a, b), max(a, b)}) }) {
+		t.Errorf("produce requests %v: none carried a's and b's batches together", got)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-otherDone; err != nil {
+		t.Fatalf("the other leader's record, flushed: %v", err)
+	}
+}

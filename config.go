@@ -140,7 +140,8 @@ type Config struct {
 
 	// Linger is how long a batch may wait for more records before it is
 	// sent, unless it fills up first (linger.ms). Default 5ms (Kafka 4.0
-	// raised it from 0).
+	// raised it from 0). As in Java, a lingering batch also goes earlier
+	// when a request to its partition's leader is being sent anyway.
 	Linger time.Duration
 
 	// BatchSize is the most bytes of records per partition batch

@@ -70,9 +70,11 @@ type sender struct {
 	// it goes first in the leader's next one, as Java's per-node drain
 	// index resumes where the last drain stopped, so that a leader's
 	// partitions take turns even when one batch fills a request. deferred
-	// is sendReady's scratch list of the partitions it visits after it.
+	// is sendReady's scratch list of the partitions it visits after it,
+	// and lingering its list of those whose batch was not sendable yet.
 	drainFirst map[int32]int
 	deferred   []int
+	lingering  []lingerer
 	inflight   int                 // produce requests in flight
 	throttled  map[int32]time.Time // broker → end of its throttle
 	inFlightB  map[*batch]struct{} // batches in flight, for delivery.timeout.ms
@@ -257,7 +259,9 @@ func (s *sender) run() {
 // starting from a rotating index, and collects, per leader that can take a
 // request, the first batch of each partition that is sendable — full, or
 // lingered long enough, or wanted now by a flush, a close or a sender
-// blocked on memory — up to max.request.size. It returns when it should
+// blocked on memory — up to max.request.size; then, as Java's drain does
+// for a ready node, the first batch of each of those leaders' partitions
+// that was still lingering. It returns when it should
 // run again at the latest and whether it sent anything.
 func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Time, sent bool) {
 	p := s.p
@@ -301,9 +305,31 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 	n := len(parts)
 	s.rotate = (s.rotate + 1) % n
 	deferred := s.deferred[:0]
-	for i := 0; i < n+len(deferred); i++ {
+	// lingering: partitions whose first batch was not sendable on its
+	// own. Once every partition was visited (and the deferred ones), those
+	// of a leader that gets a request this pass ride along in it, as
+	// Java's drain takes the first batch of every partition of a ready
+	// node; the others wait for their linger deadline. rides is where
+	// their turn starts in the loop's index.
+	lingering := s.lingering[:0]
+	rides := -1
+	for i := 0; ; i++ {
 		var idx int
-		if i < n {
+		ride := false
+		if i == n+len(deferred) && rides < 0 {
+			rides = i
+		}
+		if rides >= 0 && i >= rides+len(lingering) {
+			break
+		}
+		if rides >= 0 {
+			l := lingering[i-rides]
+			if byLeader[l.leader] == nil {
+				soon(l.due)
+				continue
+			}
+			idx, ride = l.idx, true
+		} else if i < n {
 			idx = (s.rotate + i) % n
 			if len(s.drainFirst) > 0 {
 				q := parts[idx]
@@ -361,13 +387,17 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 		// batch.size (or any with batch.size=0) goes at once. (Java's
 		// limit for such a batch is an upper bound with 21 bytes of
 		// slack, so there it waits for linger.ms.)
-		sendable := len(q.batches) > 1 || b.full || b.bld.IsFull(b.limit) || urgent || now.Sub(b.created) >= linger
+		sendable := ride || len(q.batches) > 1 || b.full || b.bld.IsFull(b.limit) || urgent || now.Sub(b.created) >= linger
+		leader := snap.Leader(q.topic.name, q.partition)
 		if !sendable {
-			soon(b.created.Add(linger))
+			if leader >= 0 {
+				lingering = append(lingering, lingerer{idx: idx, leader: leader, due: b.created.Add(linger)})
+			} else {
+				soon(b.created.Add(linger))
+			}
 			q.mu.Unlock()
 			continue
 		}
-		leader := snap.Leader(q.topic.name, q.partition)
 		if leader < 0 {
 			needMeta = true
 			q.mu.Unlock()
@@ -407,7 +437,11 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 			size = b.bld.Size()
 		}
 		if len(d.bs) > 0 && d.bytes+size > p.cfg.MaxRequestSize {
-			wait(leader, idx)
+			if ride {
+				soon(b.created.Add(linger)) // its own turn at its deadline
+			} else {
+				wait(leader, idx)
+			}
 			q.mu.Unlock()
 			continue // next round
 		}
@@ -443,6 +477,7 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 		s.txnAddNeeded()
 	}
 	s.deferred = deferred[:0]
+	s.lingering = lingering[:0]
 	for leader, d := range byLeader {
 		if first, ok := waited[leader]; ok {
 			if s.drainFirst == nil {
@@ -456,6 +491,15 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 		sent = true
 	}
 	return next, sent
+}
+
+// lingerer is a partition whose first batch was not sendable in a
+// sendReady pass: its index in the accumulator's parts, its leader then,
+// and when it would be sendable on its own.
+type lingerer struct {
+	idx    int
+	leader int32
+	due    time.Time
 }
 
 // send builds one produce request for a broker and hands it to the
