@@ -670,6 +670,21 @@ func batchPerRecord(t *testing.T, c *kfake.Cluster, set func(*Config)) (*Produce
 	return p, ctx
 }
 
+// sharedLeader returns two of topic t's 6 partitions that have the same
+// leader.
+func sharedLeader(t *testing.T, c *kfake.Cluster) (a, b int32) {
+	t.Helper()
+	for i := range int32(6) {
+		for j := i + 1; j < 6; j++ {
+			if c.LeaderFor("t", i) == c.LeaderFor("t", j) {
+				return i, j
+			}
+		}
+	}
+	t.Fatal("no two partitions share a leader among 6 on 3 brokers")
+	return -1, -1
+}
+
 // A leader's partitions take turns when one batch fills a request
 // (batch.size close to max.request.size): the partition whose batch did
 // not fit goes first in the leader's next request, as Java's per-node
@@ -680,17 +695,7 @@ func TestDrainTakesTurnsWithinALeader(t *testing.T) {
 	c := newFake(t, 6)
 	// a and b share a leader; the partitions of the other leaders come
 	// after them in the order first sent to, which is the drain order.
-	a, b := int32(-1), int32(-1)
-	for i := range int32(6) {
-		for j := i + 1; j < 6 && a < 0; j++ {
-			if c.LeaderFor("t", i) == c.LeaderFor("t", j) {
-				a, b = i, j
-			}
-		}
-	}
-	if a < 0 {
-		t.Fatal("no two partitions share a leader among 6 on 3 brokers")
-	}
+	a, b := sharedLeader(t, c)
 	leader := c.LeaderFor("t", a)
 	order := []int32{a, b}
 	for i := range int32(6) {
@@ -804,17 +809,8 @@ func TestDrainTakesTurnsWithinALeader(t *testing.T) {
 // leader keeps lingering.
 func TestDrainTakesLingeringBatchesOfAReadyLeader(t *testing.T) {
 	c := newFake(t, 6)
-	a, b, other := int32(-1), int32(-1), int32(-1)
-	for i := range int32(6) {
-		for j := i + 1; j < 6 && a < 0; j++ {
-			if c.LeaderFor("t", i) == c.LeaderFor("t", j) {
-				a, b = i, j
-			}
-		}
-	}
-	if a < 0 {
-		t.Fatal("no two partitions share a leader among 6 on 3 brokers")
-	}
+	a, b := sharedLeader(t, c)
+	other := int32(-1)
 	for i := range int32(6) {
 		if c.LeaderFor("t", i) != c.LeaderFor("t", a) {
 			other = i
