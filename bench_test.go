@@ -3,6 +3,7 @@ package kprod
 import (
 	"context"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -28,6 +29,54 @@ func BenchmarkAppend(b *testing.B) {
 func BenchmarkAppendLZ4(b *testing.B) {
 	p := benchProducer(b, func(cfg *Config) { cfg.CompressionType = "lz4" })
 	sendLoop(b, p, func() error { return p.Flush(context.Background()) })
+}
+
+// BenchmarkKeyedSpread sends keyed records over 60 partitions at a
+// modest pace (30,000 records/s, one record per op), where each
+// partition's batch fills slowly and linger.ms decides when it goes. It
+// reports the produce requests per 1,000 records: a lingering batch rides
+// along when its leader gets a request anyway (Java's drain), so the
+// requests follow the leaders' wake-ups, not each partition's linger.
+// ns/op is the pace, not a cost.
+func BenchmarkKeyedSpread(b *testing.B) {
+	c := newFakeB(b, 60)
+	cfg := DefaultConfig()
+	cfg.BootstrapServers = c.ListenAddrs()
+	p, err := NewProducer(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close(context.Background()) })
+	ctx := context.Background()
+	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		b.Fatal(err)
+	}
+	keys := make([][]byte, 1000)
+	for i := range keys {
+		keys[i] = []byte(strconv.Itoa(i))
+	}
+	val := make([]byte, 100)
+	cb := func(_ *Record, err error) {
+		if err != nil {
+			b.Error(err)
+		}
+	}
+	const interval = time.Second / 30000
+	req0 := p.Metrics().RequestTotal
+	b.ResetTimer()
+	start := time.Now()
+	i := 0
+	for b.Loop() {
+		if ahead := time.Until(start.Add(time.Duration(i) * interval)); ahead > time.Millisecond {
+			time.Sleep(ahead)
+		}
+		p.Send(ctx, &Record{Topic: "t", Key: keys[i%len(keys)], Value: val}, cb)
+		i++
+	}
+	if err := p.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(p.Metrics().RequestTotal-req0)*1000/float64(b.N), "requests/krec")
 }
 
 // benchProducer starts an in-process cluster (BlackholeProduce) with
