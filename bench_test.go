@@ -39,18 +39,8 @@ func BenchmarkAppendLZ4(b *testing.B) {
 // requests follow the leaders' wake-ups, not each partition's linger.
 // ns/op is the pace, not a cost.
 func BenchmarkKeyedSpread(b *testing.B) {
-	c := newFakeB(b, 60)
-	cfg := DefaultConfig()
-	cfg.BootstrapServers = c.ListenAddrs()
-	p, err := NewProducer(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { p.Close(context.Background()) })
+	p := benchProducerN(b, 60, func(*Config) {})
 	ctx := context.Background()
-	if err := p.SendSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
-		b.Fatal(err)
-	}
 	keys := make([][]byte, 1000)
 	for i := range keys {
 		keys[i] = []byte(strconv.Itoa(i))
@@ -86,7 +76,13 @@ func BenchmarkKeyedSpread(b *testing.B) {
 // transaction to put it in.
 func benchProducer(b *testing.B, set func(*Config), begin ...func(*Producer) error) *Producer {
 	b.Helper()
-	c := newFakeB(b, 6)
+	return benchProducerN(b, 6, set, begin...)
+}
+
+// benchProducerN is benchProducer with topic "t" of partitions partitions.
+func benchProducerN(b *testing.B, partitions int32, set func(*Config), begin ...func(*Producer) error) *Producer {
+	b.Helper()
+	c := newFakeB(b, partitions)
 	cfg := DefaultConfig()
 	cfg.BootstrapServers = c.ListenAddrs()
 	set(&cfg)

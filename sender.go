@@ -306,30 +306,17 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 	s.rotate = (s.rotate + 1) % n
 	deferred := s.deferred[:0]
 	// lingering: partitions whose first batch was not sendable on its
-	// own. Once every partition was visited (and the deferred ones), those
-	// of a leader that gets a request this pass ride along in it, as
-	// Java's drain takes the first batch of every partition of a ready
-	// node; the others wait for their linger deadline. rides is where
-	// their turn starts in the loop's index.
+	// own. Once every partition was visited (and the deferred ones, which
+	// are all known once i reaches n), those of a leader that gets a
+	// request this pass ride along in it, as Java's drain takes the first
+	// batch of every partition of a ready node; the others wait for their
+	// linger deadline.
 	lingering := s.lingering[:0]
-	rides := -1
-	for i := 0; ; i++ {
+	for i := 0; i < n+len(deferred)+len(lingering); i++ {
 		var idx int
 		ride := false
-		if i == n+len(deferred) && rides < 0 {
-			rides = i
-		}
-		if rides >= 0 && i >= rides+len(lingering) {
-			break
-		}
-		if rides >= 0 {
-			l := lingering[i-rides]
-			if byLeader[l.leader] == nil {
-				soon(l.due)
-				continue
-			}
-			idx, ride = l.idx, true
-		} else if i < n {
+		switch r := i - n - len(deferred); {
+		case i < n:
 			idx = (s.rotate + i) % n
 			if len(s.drainFirst) > 0 {
 				q := parts[idx]
@@ -340,8 +327,15 @@ func (s *sender) sendReady(now time.Time, closing, canDrain bool) (next time.Tim
 					continue
 				}
 			}
-		} else {
+		case r < 0:
 			idx = deferred[i-n]
+		default:
+			l := lingering[r]
+			if byLeader[l.leader] == nil {
+				soon(l.due)
+				continue
+			}
+			idx, ride = l.idx, true
 		}
 		q := parts[idx]
 		if s.idemOn {
