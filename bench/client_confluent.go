@@ -21,7 +21,8 @@ func init() { goClients["confluent"] = newConfluent }
 // does either. queue.buffering.max.kbytes=32768 is Java's buffer.memory;
 // queue.buffering.max.messages, which librdkafka also enforces (100,000
 // records by default: 9.5 MiB of 100 B values), is raised so that the
-// bytes decide, as for the other clients.
+// bytes decide, as for the other clients. Keyed records (-keys) get
+// partitioner=murmur2_random, Java's hash (librdkafka's default is CRC32).
 type confluentClient struct {
 	p     *kafka.Producer
 	topic string
@@ -33,7 +34,7 @@ func newConfluent(w *workload, a *acker) (producer, clientInfo, error) {
 	if isLZ4(w.compression) {
 		comp = "lz4"
 	}
-	p, err := kafka.NewProducer(&kafka.ConfigMap{
+	cm := kafka.ConfigMap{
 		"bootstrap.servers":            strings.Join(w.brokers, ","),
 		"client.id":                    w.clientID,
 		"acks":                         "all",
@@ -44,7 +45,13 @@ func newConfluent(w *workload, a *acker) (producer, clientInfo, error) {
 		"queue.buffering.max.kbytes":   bufferMemory / 1024,
 		"queue.buffering.max.messages": 10_000_000,
 		"go.delivery.report.fields":    "none",
-	})
+	}
+	notes := ""
+	if w.keys > 0 {
+		cm["partitioner"] = "murmur2_random"
+		notes = "; partitioner=murmur2_random (keys)"
+	}
+	p, err := kafka.NewProducer(&cm)
 	if err != nil {
 		return nil, clientInfo{}, err
 	}
@@ -65,14 +72,15 @@ func newConfluent(w *workload, a *acker) (producer, clientInfo, error) {
 	_, lib := kafka.LibraryVersion()
 	return c, clientInfo{
 		Idempotent: yes(true),
-		Notes:      "enable.idempotence=true; librdkafka " + lib + " (bundled static build)",
+		Notes:      "enable.idempotence=true; librdkafka " + lib + " (bundled static build)" + notes,
 		Version:    moduleVersion("confluent"),
 	}, nil
 }
 
-func (c *confluentClient) produce(ctx context.Context, v []byte, sent time.Time) error {
+func (c *confluentClient) produce(ctx context.Context, k, v []byte, sent time.Time) error {
 	m := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &c.topic, Partition: kafka.PartitionAny},
+		Key:            k,
 		Value:          v,
 		Opaque:         sent,
 	}

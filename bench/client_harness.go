@@ -32,8 +32,8 @@ func newHarness(w *workload, a *acker) (producer, clientInfo, error) {
 		clientInfo{Notes: "not a client: the worker's own per-record work (clock, record allocation, latency histogram) with each record acknowledged 100,000 records later; no network"}, nil
 }
 
-func (c *harnessClient) produce(_ context.Context, v []byte, sent time.Time) error {
-	r := &kprod.Record{Topic: c.w.topic, Value: v, Timestamp: sent}
+func (c *harnessClient) produce(_ context.Context, k, v []byte, sent time.Time) error {
+	r := &kprod.Record{Topic: c.w.topic, Key: k, Value: v, Timestamp: sent}
 	if old := c.ring[c.next]; old != nil {
 		c.a.ack(old.Timestamp, nil)
 	}

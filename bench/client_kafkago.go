@@ -15,7 +15,7 @@ import (
 // to 32 MiB (Java's buffer.memory) itself. BatchBytes plays batch.size and
 // BatchTimeout linger.ms; BatchSize (a record count) is set to what fits
 // in BatchBytes so that bytes decide. Its default balancer is round-robin
-// per record.
+// per record; keyed records (-keys) get its Murmur2Balancer, Java's hash.
 type kafkaGoClient struct {
 	w    *kafka.Writer
 	size int64
@@ -50,22 +50,27 @@ func newKafkaGo(w *workload, a *acker) (producer, clientInfo, error) {
 	if isLZ4(w.compression) {
 		kw.Compression = compress.Lz4
 	}
+	balancer := "round-robin balancer (its default)"
+	if w.keys > 0 {
+		kw.Balancer = kafka.Murmur2Balancer{}
+		balancer = "murmur2 balancer (keys)"
+	}
 	c.w = kw
 	return c, clientInfo{
 		Idempotent: yes(false),
-		Notes:      "no idempotent producer; harness caps bytes in flight at 32 MiB; round-robin balancer (its default)",
+		Notes:      "no idempotent producer; harness caps bytes in flight at 32 MiB; " + balancer,
 		Version:    moduleVersion("kafka-go"),
 	}, nil
 }
 
-func (c *kafkaGoClient) produce(ctx context.Context, v []byte, sent time.Time) error {
+func (c *kafkaGoClient) produce(ctx context.Context, k, v []byte, sent time.Time) error {
 	c.mu.Lock()
 	for c.inflight+c.size > bufferMemory {
 		c.cond.Wait()
 	}
 	c.inflight += c.size
 	c.mu.Unlock()
-	return c.w.WriteMessages(ctx, kafka.Message{Value: v, Time: sent})
+	return c.w.WriteMessages(ctx, kafka.Message{Key: k, Value: v, Time: sent})
 }
 
 func (c *kafkaGoClient) flush(context.Context) error { return nil }

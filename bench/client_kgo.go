@@ -8,7 +8,8 @@ import (
 )
 
 // kgoClient runs franz-go's kgo with its defaults (idempotent, sticky
-// uniform-bytes partitioner) plus the workload's settings. kgo's own
+// uniform-bytes partitioner, which hashes keys by murmur2 as Java does)
+// plus the workload's settings. kgo's own
 // defaults differ from Java's in three places that matter here, so they
 // are set to Java's: snappy compression (here none or lz4), a 1 MB batch
 // cap (here batch.size) and 50,000 buffered records (here 32 MiB of
@@ -46,8 +47,8 @@ func newKgo(w *workload, a *acker) (producer, clientInfo, error) {
 	}, nil
 }
 
-func (c *kgoClient) produce(ctx context.Context, v []byte, sent time.Time) error {
-	c.cl.Produce(ctx, &kgo.Record{Value: v, Timestamp: sent}, c.promise)
+func (c *kgoClient) produce(ctx context.Context, k, v []byte, sent time.Time) error {
+	c.cl.Produce(ctx, &kgo.Record{Key: k, Value: v, Timestamp: sent}, c.promise)
 	return nil
 }
 

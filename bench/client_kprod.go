@@ -54,8 +54,8 @@ func newKprod(w *workload, a *acker) (producer, clientInfo, error) {
 	return c, c.info(), nil
 }
 
-func (c *kprodClient) produce(ctx context.Context, v []byte, sent time.Time) error {
-	c.p.Send(ctx, &kprod.Record{Topic: c.w.topic, Value: v, Timestamp: sent}, c.cb)
+func (c *kprodClient) produce(ctx context.Context, k, v []byte, sent time.Time) error {
+	c.p.Send(ctx, &kprod.Record{Topic: c.w.topic, Key: k, Value: v, Timestamp: sent}, c.cb)
 	return nil
 }
 

@@ -14,7 +14,8 @@ import (
 // partition's batch in sarama, so it plays batch.size; Flush.Bytes and
 // Flush.Frequency play batch.size and linger.ms for a broker's request.
 // sarama has no sticky partitioner: nil-key records go to random
-// partitions (its default).
+// partitions (its default). Keyed records (-keys) get its murmur2
+// partitioner, Java's hash, rather than its default FNV-1a one.
 type saramaClient struct {
 	p     sarama.AsyncProducer
 	topic string
@@ -37,6 +38,11 @@ func newSarama(w *workload, a *acker) (producer, clientInfo, error) {
 	if isLZ4(w.compression) {
 		cfg.Producer.Compression = sarama.CompressionLZ4
 	}
+	notes := "idempotent, so Net.MaxOpenRequests=1; random partitioner (its default)"
+	if w.keys > 0 {
+		cfg.Producer.Partitioner = sarama.NewMurmur2Partitioner
+		notes = "idempotent, so Net.MaxOpenRequests=1; murmur2 partitioner (keys)"
+	}
 	p, err := sarama.NewAsyncProducer(w.brokers, cfg)
 	if err != nil {
 		return nil, clientInfo{}, err
@@ -57,13 +63,17 @@ func newSarama(w *workload, a *acker) (producer, clientInfo, error) {
 	}()
 	return c, clientInfo{
 		Idempotent: yes(true),
-		Notes:      "idempotent, so Net.MaxOpenRequests=1; random partitioner (its default)",
+		Notes:      notes,
 		Version:    moduleVersion("sarama"),
 	}, nil
 }
 
-func (c *saramaClient) produce(ctx context.Context, v []byte, sent time.Time) error {
+func (c *saramaClient) produce(ctx context.Context, k, v []byte, sent time.Time) error {
 	m := &sarama.ProducerMessage{Topic: c.topic, Value: sarama.ByteEncoder(v), Timestamp: sent}
+	if k != nil {
+		// A nil ByteEncoder in the Encoder interface is not a nil key.
+		m.Key = sarama.ByteEncoder(k)
+	}
 	select {
 	case c.p.Input() <- m:
 		return nil

@@ -112,6 +112,7 @@ type report struct {
 	Records    int               `json:"records"`
 	Warmup     int               `json:"warmup"`
 	JavaWarmup int               `json:"java_warmup"`
+	Keys       int               `json:"keys,omitempty"` // -keys: distinct record keys, 0 = none
 	Runs       []runResult       `json:"runs"`
 	Summaries  []summary         `json:"summaries"`
 	Skipped    map[string]string `json:"skipped,omitempty"`
@@ -136,6 +137,9 @@ func coordinate(o *options) error {
 	if o.runs < 1 || o.records < 1 {
 		return errors.New("-runs and -records must be at least 1")
 	}
+	if o.keys < 0 {
+		return fmt.Errorf("-keys: %d is negative (0: no keys; N: keys from N distinct ones)", o.keys)
+	}
 	var fixedRate float64
 	half, halfOf := false, ""
 	if r, ok := strings.CutPrefix(o.rate, "half"); ok && (r == "" || r[0] == ':') {
@@ -155,6 +159,7 @@ func coordinate(o *options) error {
 		Records:    o.records,
 		Warmup:     o.warmup,
 		JavaWarmup: o.javaWarmup,
+		Keys:       o.keys,
 		Skipped:    map[string]string{},
 	}
 	var clients []string
@@ -421,7 +426,7 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 			}
 		}()
 	}
-	w := &workload{brokers: t.brokers, topic: topic, size: cfg.Size, batch: cfg.Batch, compression: cfg.Compression, clientID: "bench-" + client}
+	w := &workload{brokers: t.brokers, topic: topic, size: cfg.Size, batch: cfg.Batch, compression: cfg.Compression, clientID: "bench-" + client, keys: o.keys}
 
 	rctx, rcancel := context.WithTimeout(o.ctx, o.runTimeout)
 	defer rcancel()
@@ -443,6 +448,7 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 			"-records", strconv.Itoa(o.records),
 			"-warmup", strconv.Itoa(o.warmup),
 			"-rate-n", strconv.FormatFloat(cfg.Rate, 'f', -1, 64),
+			"-keys", strconv.Itoa(o.keys),
 		)
 		if o.profileDir != "" {
 			if err := os.MkdirAll(o.profileDir, 0o755); err != nil {

@@ -77,6 +77,10 @@ func javaCommand(ctx context.Context, o *options, w *workload, rate float64, log
 		"buffer.memory="+strconv.Itoa(bufferMemory),
 		"compression.type="+comp,
 	)
+	if w.keys > 0 {
+		// Java's default partitioner hashes keys by murmur2.
+		args = append(args, "--key-distribution", "random", "--record-key-range", strconv.Itoa(w.keys))
+	}
 	return exec.CommandContext(ctx, "java", args...)
 }
 

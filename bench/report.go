@@ -97,8 +97,12 @@ func procField(path, key string) string {
 func (rep *report) writeHeader(o *options, clients []string) {
 	md := &rep.md
 	fmt.Fprintf(md, "<!-- %s -->\n\n", rep.Command)
-	fmt.Fprintf(md, "%d records per client and run after %d warm-up records (the Java client: %d); %d partitions; medians of %d runs; clients: %s.\n\n",
-		o.records, o.warmup, o.javaWarmup, o.partitions, o.runs, strings.Join(clients, ", "))
+	keyed := "no keys"
+	if o.keys > 0 {
+		keyed = fmt.Sprintf("keys: one of %d at random per record, partitioned by murmur2", o.keys)
+	}
+	fmt.Fprintf(md, "%d records per client and run after %d warm-up records (the Java client: %d); %d partitions; %s; medians of %d runs; clients: %s.\n\n",
+		o.records, o.warmup, o.javaWarmup, o.partitions, keyed, o.runs, strings.Join(clients, ", "))
 	keys := make([]string, 0, len(rep.Env))
 	for k := range rep.Env {
 		keys = append(keys, k)

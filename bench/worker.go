@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -22,7 +23,9 @@ import (
 type producer interface {
 	// produce buffers one record; it may block on the client's own
 	// back-pressure (buffer memory), never on the acknowledgement.
-	produce(ctx context.Context, value []byte, sent time.Time) error
+	// key is nil unless the workload is keyed (-keys); it and value are
+	// read-only and the client may keep them.
+	produce(ctx context.Context, key, value []byte, sent time.Time) error
 	// flush asks the client to send what it buffers now, if it can; the
 	// harness then waits for every acknowledgement itself.
 	flush(ctx context.Context) error
@@ -47,6 +50,9 @@ type workload struct {
 	batch       int
 	compression string // none or lz4
 	clientID    string
+	// keys > 0: records carry keys (keySet), which every client is set
+	// to partition by murmur2, Java's hash; 0: no keys.
+	keys int
 }
 
 // bufferMemory is Java's buffer.memory default, used as the buffering
@@ -200,6 +206,31 @@ func (p *payloads) next() []byte {
 	return p.pool[off : off+p.size : off+p.size]
 }
 
+// keySet gives each record a key as ProducerPerformance's
+// --key-distribution random does: the decimal text of a uniformly random
+// integer in [0, n). The n keys are made once, so that choosing one costs
+// every client the same and allocates nothing.
+type keySet struct {
+	keys [][]byte
+	r    *rand.Rand
+}
+
+func newKeySet(n int) *keySet {
+	ks := &keySet{r: rand.New(rand.NewPCG(3, 4))}
+	for i := range n {
+		ks.keys = append(ks.keys, []byte(strconv.Itoa(i)))
+	}
+	return ks
+}
+
+// next is the next record's key, nil when the set is empty (no -keys).
+func (ks *keySet) next() []byte {
+	if len(ks.keys) == 0 {
+		return nil
+	}
+	return ks.keys[ks.r.IntN(len(ks.keys))]
+}
+
 func runWorker(o *options) error {
 	mk, ok := goClients[o.client]
 	if !ok {
@@ -218,6 +249,7 @@ func runWorker(o *options) error {
 		batch:       o.batch,
 		compression: o.compression,
 		clientID:    "bench-" + o.client,
+		keys:        o.keys,
 	}
 	a := newAcker()
 	p, info, err := mk(w, a)
@@ -227,6 +259,7 @@ func runWorker(o *options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	vals := newPayloads(o.size)
+	keys := newKeySet(o.keys)
 
 	send := func(n int, rate float64) error {
 		start := time.Now()
@@ -247,7 +280,7 @@ func runWorker(o *options) error {
 				}
 			}
 			a.sent++
-			if err := p.produce(ctx, vals.next(), sent); err != nil {
+			if err := p.produce(ctx, keys.next(), vals.next(), sent); err != nil {
 				return fmt.Errorf("record %d: %w", i, err)
 			}
 		}
