@@ -147,7 +147,12 @@ type Config struct {
 	// BatchSize is the most bytes of records per partition batch
 	// (batch.size). Default 16384. 0 disables batching: every record is
 	// sent in its own batch. A record larger than BatchSize gets a batch of
-	// its own.
+	// its own. A produce request holds one batch per partition, as many as
+	// fit in MaxRequestSize (at least one), as in Java: with BatchSize near
+	// MaxRequestSize every request carries a single batch, so raise
+	// MaxRequestSize along with a large BatchSize to keep several
+	// partitions' batches in one request (the broker's own limit,
+	// socket.request.max.bytes, is 100 MiB by default).
 	BatchSize int
 
 	// BufferMemory is the total bytes of records the producer holds
