@@ -303,8 +303,8 @@ type Config struct {
 	// default, which Linux grows as a connection needs it. -1 can do
 	// better with requests of more than a few hundred KiB (large batches:
 	// less system time in BENCHMARKS.md) and on links with a long round
-	// trip (more bytes in flight). Not applied when a custom Dial returns something other than a
-	// *net.TCPConn.
+	// trip (more bytes in flight). Not applied when a custom Dial returns
+	// something other than a *net.TCPConn.
 	SendBufferBytes int
 
 	// ReceiveBufferBytes is the TCP receive buffer (SO_RCVBUF) size

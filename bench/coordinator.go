@@ -30,8 +30,7 @@ type target struct {
 	kfake   *kfakeProc
 	cl      *kgo.Client
 	admin   *kadm.Client
-	primer  *kgo.Client // writes the first record of each new partition (primeTopic)
-	ids     []int32     // broker node ids
+	ids     []int32 // broker node ids
 	rf      int16
 }
 
@@ -300,15 +299,14 @@ func (t *target) open(o *options) error {
 		t.kfake = p
 		t.brokers = p.addrs
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(t.brokers...))
+	// The coordinator's client also writes each new partition's first
+	// record (primeTopic), to the partition the record names.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(t.brokers...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	if err != nil {
 		return err
 	}
 	t.cl, t.admin = cl, kadm.NewClient(cl)
-	if t.primer, err = kgo.NewClient(kgo.SeedBrokers(t.brokers...),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	md, err := t.admin.BrokerMetadata(ctx)
@@ -370,9 +368,6 @@ func (t *target) warmBrokers(o *options) error {
 }
 
 func (t *target) close() {
-	if t.primer != nil {
-		t.primer.Close()
-	}
 	if t.admin != nil {
 		t.admin.Close()
 	}
@@ -728,7 +723,7 @@ func primeTopic(ctx context.Context, t *target, topic string, partitions int) er
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: topic, Partition: int32(i), Value: []byte("bench: first record of the partition")}
 	}
-	if err := t.primer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	if err := t.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("write the first record of each partition of %s: %w", topic, err)
 	}
 	return nil
