@@ -159,6 +159,17 @@ type Config struct {
 	// waiting to be sent (buffer.memory). Default 33554432 (32 MiB). When
 	// full, Send blocks up to MaxBlock (a Send from a callback fails at
 	// once). Must be > 0.
+	//
+	// When the brokers take records more slowly than Send hands them
+	// over, the buffer stays full and is a queue: each record waits about
+	// BufferMemory ÷ the brokers' byte rate before it is sent, and the
+	// process holds the whole buffer. A smaller buffer then costs no
+	// throughput: on a 3-broker cluster that set the pace, 4 MiB (8 MiB
+	// with 1 MiB batches) sent as many records per second as 32 MiB, at a
+	// sixth to a tenth of the median latency and about a third of the
+	// memory (BENCHMARKS.md). Leave room for a few batches of every
+	// partition written to; a larger buffer rides out bursts and broker
+	// pauses without blocking Send.
 	BufferMemory int64
 
 	// MaxRequestSize is the largest produce request, and so the largest
