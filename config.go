@@ -163,7 +163,7 @@ type Config struct {
 	// When the brokers take records more slowly than Send hands them
 	// over, the buffer stays full and is a queue: each record waits about
 	// BufferMemory ÷ the brokers' byte rate before it is sent, and the
-	// process holds the whole buffer. A smaller buffer then costs no
+	// process holds the whole buffer. A smaller buffer then need not cost
 	// throughput: on a 3-broker cluster that set the pace, 4 MiB (8 MiB
 	// with 1 MiB batches) sent as many records per second as 32 MiB, at a
 	// sixth to a tenth of the median latency and about a third of the
