@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/pierrec/lz4/v4"
 )
@@ -110,35 +111,59 @@ func TestStatCPU(t *testing.T) {
 
 // Every record gets its own value: upper-case letters, of the size asked
 // for, from varying places; and lz4 finds about nothing to compress in a
-// batch of them (one repeated value compressed about 80:1).
+// batch of them (one repeated value compressed about 80:1). With -values
+// written each value is, in addition, a slice of its own, outside the
+// shared letters and apart from every other value.
 func TestPayloadsVaryAndDoNotCompress(t *testing.T) {
-	p := newPayloads(100)
-	seen := map[string]bool{}
-	var batch []byte
-	for range 160 { // a 16 KiB batch of 100 B values
-		v := p.next()
-		if len(v) != 100 || cap(v) != 100 {
-			t.Fatalf("value of len %d cap %d", len(v), cap(v))
+	for _, written := range []bool{false, true} {
+		p := newPayloads(100, written)
+		seen := map[string]bool{}
+		var batch []byte
+		var vals [][]byte
+		for range 160 { // a 16 KiB batch of 100 B values
+			v := p.next()
+			if len(v) != 100 || cap(v) != 100 {
+				t.Fatalf("written %v: value of len %d cap %d", written, len(v), cap(v))
+			}
+			if bytes.IndexFunc(v, func(r rune) bool { return r < 'A' || r > 'Z' }) >= 0 {
+				t.Fatalf("written %v: value %q is not upper-case letters", written, v)
+			}
+			seen[string(v)] = true
+			batch = append(batch, v...)
+			vals = append(vals, v)
 		}
-		if bytes.IndexFunc(v, func(r rune) bool { return r < 'A' || r > 'Z' }) >= 0 {
-			t.Fatalf("value %q is not upper-case letters", v)
+		if len(seen) < 159 {
+			t.Errorf("written %v: %d distinct values of 160", written, len(seen))
 		}
-		seen[string(v)] = true
-		batch = append(batch, v...)
-	}
-	if len(seen) < 159 {
-		t.Errorf("%d distinct values of 160", len(seen))
-	}
-	var z bytes.Buffer
-	w := lz4.NewWriter(&z)
-	if _, err := w.Write(batch); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if ratio := float64(z.Len()) / float64(len(batch)); ratio < 0.9 {
-		t.Errorf("lz4 compresses a batch of values to %.0f%%: the values repeat", 100*ratio)
+		inPool := 0
+		lo, hi := uintptr(unsafe.Pointer(&p.pool[0])), uintptr(unsafe.Pointer(&p.pool[len(p.pool)-1]))
+		for _, v := range vals {
+			if a := uintptr(unsafe.Pointer(&v[0])); a >= lo && a <= hi {
+				inPool++
+			}
+		}
+		if want := map[bool]int{false: len(vals), true: 0}[written]; inPool != want {
+			t.Errorf("written %v: %d of %d values point into the shared letters, want %d", written, inPool, len(vals), want)
+		}
+		if written {
+			v := vals[0]
+			before := string(vals[1])
+			v[0] ^= 0x20 // a value's own memory: writing it changes no other
+			if string(vals[1]) != before {
+				t.Errorf("values share memory")
+			}
+		}
+		var z bytes.Buffer
+		w := lz4.NewWriter(&z)
+		if _, err := w.Write(batch); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if ratio := float64(z.Len()) / float64(len(batch)); ratio < 0.9 {
+			t.Errorf("written %v: lz4 compresses a batch of values to %.0f%%: the values repeat", written, 100*ratio)
+		}
 	}
 }
 

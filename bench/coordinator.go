@@ -113,6 +113,7 @@ type report struct {
 	Warmup     int               `json:"warmup"`
 	JavaWarmup int               `json:"java_warmup"`
 	Keys       int               `json:"keys,omitempty"` // -keys: distinct record keys, 0 = none
+	Values     string            `json:"values"`         // -values: shared or written
 	Runs       []runResult       `json:"runs"`
 	Summaries  []summary         `json:"summaries"`
 	Skipped    map[string]string `json:"skipped,omitempty"`
@@ -140,6 +141,9 @@ func coordinate(o *options) error {
 	if o.keys < 0 {
 		return fmt.Errorf("-keys: %d is negative (0: no keys; N: keys from N distinct ones)", o.keys)
 	}
+	if o.values != valuesShared && o.values != valuesWritten {
+		return fmt.Errorf("-values: %q is not %s or %s", o.values, valuesShared, valuesWritten)
+	}
 	var fixedRate float64
 	half, halfOf := false, ""
 	if r, ok := strings.CutPrefix(o.rate, "half"); ok && (r == "" || r[0] == ':') {
@@ -160,6 +164,7 @@ func coordinate(o *options) error {
 		Warmup:     o.warmup,
 		JavaWarmup: o.javaWarmup,
 		Keys:       o.keys,
+		Values:     o.values,
 		Skipped:    map[string]string{},
 	}
 	var clients []string
@@ -348,7 +353,7 @@ func (t *target) warmBrokers(o *options) error {
 	}
 	defer cl.Close()
 	start := time.Now()
-	vals := newPayloads(100)
+	vals := newPayloads(100, false)
 	var firstErr atomic.Value
 	for range o.brokerWarmup {
 		cl.Produce(ctx, &kgo.Record{Value: vals.next()}, func(_ *kgo.Record, err error) {
@@ -455,6 +460,7 @@ func (rep *report) runOne(o *options, t *target, cfg config, client string, run 
 			"-warmup", strconv.Itoa(o.warmup),
 			"-rate-n", strconv.FormatFloat(cfg.Rate, 'f', -1, 64),
 			"-keys", strconv.Itoa(o.keys),
+			"-values", o.values,
 		)
 		if o.profileDir != "" {
 			if err := os.MkdirAll(o.profileDir, 0o755); err != nil {

@@ -86,7 +86,7 @@ func TestKeyedClientsPartitionByMurmur2(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			keys, vals := newKeySet(w.keys), newPayloads(w.size)
+			keys, vals := newKeySet(w.keys), newPayloads(w.size, false)
 			for range records {
 				a.sent++
 				if err := p.produce(ctx, keys.next(), vals.next(), time.Now()); err != nil {

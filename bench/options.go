@@ -41,6 +41,9 @@ type options struct {
 	warmup  int
 	// keys > 0 gives every record a key, one of keys of them (keySet).
 	keys int
+	// values is where each record's value comes from: valuesShared or
+	// valuesWritten (payloads).
+	values string
 	// javaWarmup is ProducerPerformance's --warmup-records: the JVM's JIT
 	// needs far more records than the Go clients' warmup to settle.
 	javaWarmup int
@@ -70,6 +73,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.warmup, "warmup", 10_000, "records each Go client sends before the measurement starts")
 	fs.IntVar(&o.javaWarmup, "java-warmup", 300_000, "records the Java client (ProducerPerformance --warmup-records) sends before its steady state: its JIT compiles the send path meanwhile")
 	fs.IntVar(&o.keys, "keys", 0, "give each record a key: the decimal text of a random integer in [0, `N`), as ProducerPerformance's --key-distribution random --record-key-range N; every client partitions keys by murmur2, as Java does (0: no keys, the sticky or the client's default partitioner)")
+	fs.StringVar(&o.values, "values", valuesShared, "where each record's value comes from: `shared` = a window of pre-made letters, read only (no copy); written = a new slice of them, written on the sending goroutine just before the send, as an application that serializes each record makes one (the Java client makes its own values either way)")
 	fs.IntVar(&o.partitions, "partitions", 6, "partitions of each benchmark topic")
 	fs.IntVar(&o.runs, "runs", 3, "runs per client and configuration; the table shows medians")
 	fs.StringVar(&o.rate, "rate", "0", "records/s per client: 0 = as fast as it goes; a number; `half` = an unthrottled pass, then one at half the slowest client's median rate (every client keeps up: a latency comparison); half:CLIENT = at half of that client's")

@@ -101,8 +101,12 @@ func (rep *report) writeHeader(o *options, clients []string) {
 	if o.keys > 0 {
 		keyed = fmt.Sprintf("keys: one of %d at random per record, partitioned by murmur2", o.keys)
 	}
-	fmt.Fprintf(md, "%d records per client and run after %d warm-up records (the Java client: %d); %d partitions; %s; medians of %d runs; clients: %s.\n\n",
-		o.records, o.warmup, o.javaWarmup, o.partitions, keyed, o.runs, strings.Join(clients, ", "))
+	vals := "values: windows of shared pre-made letters"
+	if o.values == valuesWritten {
+		vals = "values: written per record on the sending goroutine, into a new slice"
+	}
+	fmt.Fprintf(md, "%d records per client and run after %d warm-up records (the Java client: %d); %d partitions; %s; %s; medians of %d runs; clients: %s.\n\n",
+		o.records, o.warmup, o.javaWarmup, o.partitions, keyed, vals, o.runs, strings.Join(clients, ", "))
 	keys := make([]string, 0, len(rep.Env))
 	for k := range rep.Env {
 		keys = append(keys, k)
@@ -198,6 +202,10 @@ func stealText(sums []summary) string {
 }
 
 func (rep *report) writeFooter() {
+	values := "Each record's value is random upper-case letters, a window at a random place in 4 MiB of them (read only, shared), as ProducerPerformance makes a fresh random value per record. "
+	if rep.Values == valuesWritten {
+		values = "Each record's value is random upper-case letters, copied from a random place in 4 MiB of them into a new slice on the sending goroutine just before the send (-values written), as ProducerPerformance makes a fresh random value per record; the Java client makes its own. "
+	}
 	rep.Env["load average at end"] = loadAvg()
 	fmt.Fprintf(&rep.md, "Load average (1, 5, 15 min) at the start: %s; at the end: %s.\n\n", rep.Env["load average at start"], rep.Env["load average at end"])
 	rep.md.WriteString("records/s and MiB/s: measured records (value bytes, MiB = 2^20) over the time from the first send to the last acknowledgement. " +
@@ -205,7 +213,7 @@ func (rep *report) writeFooter() {
 		"(start-up and warm-up included) per million records sent, and of it the sys seconds (in the kernel: system calls and, on loopback, much of the TCP work of both ends); kfake CPU: the same for the kfake process while the client's process ran " +
 		"(client and broker share the cores); peak RSS: the highest VmHWM of that process. " +
 		"Steal: the share of all cores' time that the hypervisor gave to other guests while a run's process ran (/proc/stat); a client's rate falls and its figures scatter with it, so tables with more than a few percent are not comparable with tables without. " +
-		"Each record's value is random upper-case letters, a window at a random place in 4 MiB of them, as ProducerPerformance makes a fresh random value per record. " +
+		values +
 		"The Java client's (ProducerPerformance's) records/s is its own: timed from the end of its warm-up (-java-warmup records, for its JIT), as handed to send, to close; its CPU column includes the JVM's start, the JIT and the warm-up.\n")
 }
 

@@ -97,3 +97,21 @@ func TestMemoryNoise(t *testing.T) {
 		t.Errorf("without the files: %q, want none", got)
 	}
 }
+
+// A table says where its values came from, in its first line and in the
+// legend under it, so that tables of the two -values modes are not mixed up.
+func TestReportSaysWhichValues(t *testing.T) {
+	for mode, want := range map[string]string{valuesShared: "windows of shared pre-made letters", valuesWritten: "written per record on the sending goroutine"} {
+		o := &options{records: 10, warmup: 1, javaWarmup: 1, partitions: 6, runs: 1, values: mode}
+		rep := &report{Env: map[string]string{}, Values: mode}
+		rep.writeHeader(o, []string{"kprod"})
+		rep.writeFooter()
+		md := rep.md.String()
+		if !strings.Contains(md, "values: "+want) {
+			t.Errorf("-values %s: the first line does not say %q:\n%s", mode, want, md)
+		}
+		if legend := "new slice on the sending goroutine"; strings.Contains(md, legend) != (mode == valuesWritten) {
+			t.Errorf("-values %s: the legend says %q: %v", mode, legend, !(mode == valuesWritten))
+		}
+	}
+}

@@ -182,28 +182,50 @@ type workerResult struct {
 // saw before. One value repeated for every record, as this tool used to
 // send, compressed about 80:1 with lz4, which measured the data, not the
 // clients.
+//
+// Shared windows are read-only memory that every core may hold in its
+// cache, which is kind to a client that reads a value on another goroutine
+// after Send (franz-go, sarama and kafka-go encode at drain) and indifferent
+// to one that copies it at Send (kprod, confluent). With written set
+// (-values written) each value is a new slice that the sending goroutine
+// fills just before the send, as an application that serializes each
+// record makes its value: then whichever goroutine reads it next, on
+// another core, takes it from the sender's cache or from memory.
 type payloads struct {
-	pool []byte
-	size int
-	r    *rand.Rand
+	pool    []byte
+	size    int
+	r       *rand.Rand
+	written bool
 }
 
-const payloadPool = 4 << 20
+const (
+	payloadPool = 4 << 20
 
-func newPayloads(size int) *payloads {
+	valuesShared  = "shared"
+	valuesWritten = "written"
+)
+
+func newPayloads(size int, written bool) *payloads {
 	r := rand.New(rand.NewPCG(1, 2))
 	pool := make([]byte, max(payloadPool, 2*size))
 	for i := range pool {
 		pool[i] = byte('A' + r.IntN(26))
 	}
-	return &payloads{pool: pool, size: size, r: r}
+	return &payloads{pool: pool, size: size, r: r, written: written}
 }
 
-// next is the value of the next record: read-only, shared with nobody
-// else at the same offset only by chance.
+// next is the value of the next record: a window of the pool (read-only,
+// shared with nobody else at the same offset only by chance), or with
+// written a copy of one in a slice of its own, never written again.
 func (p *payloads) next() []byte {
 	off := p.r.IntN(len(p.pool) - p.size + 1)
-	return p.pool[off : off+p.size : off+p.size]
+	w := p.pool[off : off+p.size : off+p.size]
+	if !p.written {
+		return w
+	}
+	v := make([]byte, p.size)
+	copy(v, w)
+	return v
 }
 
 // keySet gives each record a key as ProducerPerformance's
@@ -258,7 +280,7 @@ func runWorker(o *options) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	vals := newPayloads(o.size)
+	vals := newPayloads(o.size, o.values == valuesWritten)
 	keys := newKeySet(o.keys)
 
 	send := func(n int, rate float64) error {
