@@ -110,8 +110,9 @@ func TestReportSaysWhichValues(t *testing.T) {
 		if !strings.Contains(md, "values: "+want) {
 			t.Errorf("-values %s: the first line does not say %q:\n%s", mode, want, md)
 		}
-		if legend := "new slice on the sending goroutine"; strings.Contains(md, legend) != (mode == valuesWritten) {
-			t.Errorf("-values %s: the legend says %q: %v", mode, legend, !(mode == valuesWritten))
+		legend := "new slice on the sending goroutine"
+		if got, want := strings.Contains(md, legend), mode == valuesWritten; got != want {
+			t.Errorf("-values %s: the legend mentions %q: %v, want %v", mode, legend, got, want)
 		}
 	}
 }

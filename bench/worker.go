@@ -185,12 +185,14 @@ type workerResult struct {
 //
 // Shared windows are read-only memory that every core may hold in its
 // cache, which is kind to a client that reads a value on another goroutine
-// after Send (franz-go, sarama and kafka-go encode at drain) and indifferent
-// to one that copies it at Send (kprod, confluent). With written set
+// after Send (franz-go, sarama and kafka-go encode at drain); a client that
+// copies it at Send (kprod, confluent) reads it from memory or the shared
+// cache the same way, on the sending goroutine. With written set
 // (-values written) each value is a new slice that the sending goroutine
 // fills just before the send, as an application that serializes each
-// record makes its value: then whichever goroutine reads it next, on
-// another core, takes it from the sender's cache or from memory.
+// record makes its value: then a client that copies it at Send reads it
+// from its own cache, and one that reads it later on another goroutine
+// fetches it from the sending core's cache or from memory.
 type payloads struct {
 	pool    []byte
 	size    int
