@@ -141,8 +141,8 @@ func coordinate(o *options) error {
 	if o.keys < 0 {
 		return fmt.Errorf("-keys: %d is negative (0: no keys; N: keys from N distinct ones)", o.keys)
 	}
-	if o.values != valuesShared && o.values != valuesWritten {
-		return fmt.Errorf("-values: %q is not %s or %s", o.values, valuesShared, valuesWritten)
+	if err := checkValues(o.values); err != nil {
+		return err
 	}
 	var fixedRate float64
 	half, halfOf := false, ""

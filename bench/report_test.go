@@ -116,3 +116,21 @@ func TestReportSaysWhichValues(t *testing.T) {
 		}
 	}
 }
+
+// -values takes its two modes only, in the coordinator and in a worker.
+func TestValuesModes(t *testing.T) {
+	for _, mode := range []string{valuesShared, valuesWritten} {
+		if err := checkValues(mode); err != nil {
+			t.Errorf("-values %s: %v", mode, err)
+		}
+	}
+	for _, mode := range []string{"", "fresh", "Written"} {
+		if err := checkValues(mode); err == nil || !strings.Contains(err.Error(), "-values") {
+			t.Errorf("-values %q: err %v, want one naming -values", mode, err)
+		}
+	}
+	o := &options{worker: true, client: "kprod", topic: "t", brokers: "127.0.0.1:1", values: "fresh"}
+	if err := runWorker(o); err == nil || !strings.Contains(err.Error(), "-values") {
+		t.Errorf("a worker given -values fresh: err %v, want one naming -values", err)
+	}
+}

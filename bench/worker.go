@@ -207,6 +207,15 @@ const (
 	valuesWritten = "written"
 )
 
+// checkValues refuses a -values that is neither mode, in the coordinator
+// and in a worker alike.
+func checkValues(mode string) error {
+	if mode != valuesShared && mode != valuesWritten {
+		return fmt.Errorf("-values: %q is not %s or %s", mode, valuesShared, valuesWritten)
+	}
+	return nil
+}
+
 func newPayloads(size int, written bool) *payloads {
 	r := rand.New(rand.NewPCG(1, 2))
 	pool := make([]byte, max(payloadPool, 2*size))
@@ -265,6 +274,9 @@ func runWorker(o *options) error {
 	}
 	if o.topic == "" || o.brokers == "" {
 		return errors.New("worker mode needs -topic and -brokers")
+	}
+	if err := checkValues(o.values); err != nil {
+		return err
 	}
 	w := &workload{
 		brokers:     splitList(o.brokers),
